@@ -1,0 +1,6 @@
+#include "common.cuh"
+
+bool ggml_cuda_op_mul_mat_use_fwht(const struct ggml_tensor * op);
+
+// Returns whether the Fast Walsh-Hadamard transform could be used.
+bool ggml_cuda_op_fwht(ggml_backend_cuda_context & ctx, const ggml_tensor * src, ggml_tensor * dst);
