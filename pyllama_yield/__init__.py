@@ -1,0 +1,37 @@
+"""pyllama-yield: llama.cpp built from source, bound with cffi, served by a yielding queue.
+
+``pyllama_yield.ffi`` / ``pyllama_yield.lib`` are the raw llama.h API (compiled in cffi API mode).
+They load lazily, so that the pure-Python parts (``pyllama_yield.queue``) import without the
+compiled binding.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "ffi": ("._native", "ffi"),
+    "lib": ("._native", "lib"),
+    "backends": (".backends", "backends"),
+    "system_info": (".backends", "system_info"),
+    "build_info": (".backends", "build_info"),
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._native import ffi, lib
+    from .backends import backends, build_info, system_info
+
+__all__ = ["__version__", "backends", "build_info", "ffi", "lib", "system_info"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module_name, __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pyllama_yield' has no attribute {name!r}")

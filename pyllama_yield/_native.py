@@ -1,0 +1,105 @@
+"""Load the compiled binding once: backend init, backend modules, and llama.cpp's log routing.
+
+cffi releases the GIL around every call into ``lib``; nothing here holds it around C code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from pathlib import Path
+
+try:
+    from ._llama_cffi import ffi, lib
+except ImportError as exc:  # pragma: no cover - only on a broken install
+    raise ImportError(
+        "pyllama_yield's compiled binding is missing or does not load; build the package with "
+        f"`pip install .` (cause: {exc})"
+    ) from exc
+
+from . import _build_config
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# llama.cpp log lines go to this logger; the NullHandler keeps it quiet unless the
+# application configures logging (the standard library's advice for libraries).
+logger = logging.getLogger("pyllama_yield.llama_cpp")
+logger.addHandler(logging.NullHandler())
+
+_LEVELS = {
+    lib.GGML_LOG_LEVEL_NONE: logging.INFO,
+    lib.GGML_LOG_LEVEL_DEBUG: logging.DEBUG,
+    lib.GGML_LOG_LEVEL_INFO: logging.INFO,
+    lib.GGML_LOG_LEVEL_WARN: logging.WARNING,
+    lib.GGML_LOG_LEVEL_ERROR: logging.ERROR,
+}
+
+
+class _LogState(threading.local):
+    """Per-thread: llama.cpp builds one line from several calls (GGML_LOG_LEVEL_CONT)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.level = logging.INFO
+
+
+_log_state = _LogState()
+# Recent error/warning lines, so that a failed C call can name its cause in the exception.
+_recent_problems: list[str] = []
+_recent_lock = threading.Lock()
+
+
+@ffi.def_extern()
+def _pyllama_log_callback(level: int, text, _user_data) -> None:  # noqa: ANN001 - cffi types
+    state = _log_state
+    if level != lib.GGML_LOG_LEVEL_CONT:
+        state.level = _LEVELS.get(level, logging.INFO)
+    if state.level < logging.WARNING and not logger.isEnabledFor(state.level):
+        return
+    piece = ffi.string(text).decode("utf-8", "replace")
+    state.parts.append(piece)
+    if not piece.endswith("\n"):
+        return
+    line = "".join(state.parts).rstrip("\n")
+    state.parts.clear()
+    if state.level >= logging.WARNING:
+        with _recent_lock:
+            _recent_problems.append(line)
+            del _recent_problems[:-20]
+    logger.log(state.level, "%s", line)
+
+
+def take_recent_problems() -> list[str]:
+    """Warning/error lines llama.cpp logged since the last call (newest last)."""
+    with _recent_lock:
+        lines = list(_recent_problems)
+        _recent_problems.clear()
+    return lines
+
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def init() -> None:
+    """Route logs, load backend modules (GGML_BACKEND_DL builds), ``llama_backend_init``; idempotent."""
+    global _initialized
+    with _init_lock:
+        if _initialized:
+            return
+        lib.llama_log_set(lib._pyllama_log_callback, ffi.NULL)
+        if _build_config.BACKEND_DL:
+            lib.ggml_backend_load_all_from_path(str(PACKAGE_DIR).encode())
+        lib.llama_backend_init()
+        atexit.register(_shutdown)
+        _initialized = True
+
+
+def _shutdown() -> None:
+    lib.llama_backend_free()
+    # Destructors that run after the interpreter is gone must not call back into Python.
+    lib.llama_log_set(lib.pyllama_log_discard, ffi.NULL)
+
+
+init()

@@ -1,0 +1,80 @@
+"""What the installed build can run on: ggml backends and their devices, read from ggml at run time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._native import _build_config, ffi, lib
+
+_DEVICE_TYPES = {
+    lib.GGML_BACKEND_DEVICE_TYPE_CPU: "cpu",
+    lib.GGML_BACKEND_DEVICE_TYPE_GPU: "gpu",
+    lib.GGML_BACKEND_DEVICE_TYPE_IGPU: "igpu",
+    lib.GGML_BACKEND_DEVICE_TYPE_ACCEL: "accel",
+    lib.GGML_BACKEND_DEVICE_TYPE_META: "meta",
+}
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    description: str
+    type: str
+    memory_free: int
+    memory_total: int
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    devices: tuple[Device, ...]
+
+
+def _text(ptr) -> str:  # noqa: ANN001 - cffi char*
+    return "" if ptr == ffi.NULL else ffi.string(ptr).decode("utf-8", "replace")
+
+
+def _device(dev) -> Device:  # noqa: ANN001 - cffi ggml_backend_dev_t
+    free, total = ffi.new("size_t *"), ffi.new("size_t *")
+    lib.ggml_backend_dev_memory(dev, free, total)
+    return Device(
+        name=_text(lib.ggml_backend_dev_name(dev)),
+        description=_text(lib.ggml_backend_dev_description(dev)),
+        type=_DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "unknown"),
+        memory_free=free[0],
+        memory_total=total[0],
+    )
+
+
+def backends() -> list[Backend]:
+    """The registered ggml backends with their devices (e.g. ``CPU``, ``CUDA``, ``RPC``)."""
+    result = []
+    for i in range(lib.ggml_backend_reg_count()):
+        reg = lib.ggml_backend_reg_get(i)
+        devices = tuple(
+            _device(lib.ggml_backend_reg_dev_get(reg, j)) for j in range(lib.ggml_backend_reg_dev_count(reg))
+        )
+        result.append(Backend(name=_text(lib.ggml_backend_reg_name(reg)), devices=devices))
+    return result
+
+
+def system_info() -> str:
+    """llama.cpp's one-line summary of CPU features and compiled-in backends."""
+    return _text(lib.llama_print_system_info()).strip()
+
+
+def build_info() -> dict[str, object]:
+    """How this package's llama.cpp was built."""
+    return {
+        "llama_cpp_commit": _build_config.LLAMA_COMMIT,
+        "llama_cpp_build_number": _build_config.LLAMA_BUILD_NUMBER,
+        "ggml_version": _text(lib.ggml_version()),
+        "backend_dl": _build_config.BACKEND_DL,
+        "linked_libraries": list(_build_config.LINKED_LIBRARIES),
+        "backend_modules": list(_build_config.BACKEND_MODULES),
+        "build_type": _build_config.BUILD_TYPE,
+        "compiler": _build_config.C_COMPILER,
+        "supports_gpu_offload": bool(lib.llama_supports_gpu_offload()),
+        "supports_mmap": bool(lib.llama_supports_mmap()),
+        "supports_rpc": bool(lib.llama_supports_rpc()),
+    }
