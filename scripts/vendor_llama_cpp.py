@@ -59,8 +59,17 @@ for _v in VOCABS:
 # ggml backends we do not support building; dropping them keeps the tree small and lets our
 # CMakeLists reject a request for one with a clear message.
 DROPPED_BACKENDS = [
-    "ggml-cann", "ggml-et", "ggml-hexagon", "ggml-opencl", "ggml-openvino", "ggml-sycl",
-    "ggml-virtgpu", "ggml-vulkan", "ggml-webgpu", "ggml-zdnn", "ggml-zendnn",
+    "ggml-cann",
+    "ggml-et",
+    "ggml-hexagon",
+    "ggml-opencl",
+    "ggml-openvino",
+    "ggml-sycl",
+    "ggml-virtgpu",
+    "ggml-vulkan",
+    "ggml-webgpu",
+    "ggml-zdnn",
+    "ggml-zendnn",
 ]
 
 
@@ -74,8 +83,18 @@ def sha256_of(path: Path) -> str:
 
 def download(tmp: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         "-d", str(tmp), f"{SDIST_NAME}=={SDIST_VERSION}"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(tmp),
+            f"{SDIST_NAME}=={SDIST_VERSION}",
+        ],
         check=True,
     )
     (sdist,) = tmp.glob("*.tar.gz")

@@ -1,0 +1,133 @@
+"""Tiny random-weight GGUF models with real tokenizers, for tests, benchmarks and the demo server.
+
+No weights can be downloaded here: :func:`make_tiny_model` writes a llama-architecture model
+with llama.cpp's own GGUF writer (the ``gguf`` package) and copies the tokenizer from one of the
+vocab files that llama.cpp ships (installed with this package under ``vocab/``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+VOCAB_DIR = Path(__file__).resolve().parent / "vocab"
+VOCABS = {"llama-spm": "ggml-vocab-llama-spm.gguf", "gpt-2": "ggml-vocab-gpt-2.gguf"}
+DTYPES = ("f32", "f16", "q8_0")
+
+
+def vocab_path(vocab: str) -> Path:
+    if vocab not in VOCABS:
+        raise ValueError(f"unknown vocab {vocab!r}; choose one of {sorted(VOCABS)}")
+    return VOCAB_DIR / VOCABS[vocab]
+
+
+def _copy_tokenizer(writer, vocab: str) -> int:  # noqa: ANN001 - gguf.GGUFWriter
+    import gguf
+
+    reader = gguf.GGUFReader(vocab_path(vocab))
+    n_vocab = 0
+    for name, field in reader.fields.items():
+        if not name.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        sub = field.types[1] if vtype == gguf.GGUFValueType.ARRAY else None
+        value = field.contents()
+        if name == "tokenizer.ggml.tokens":
+            n_vocab = len(value)
+        writer.add_key_value(name, value, vtype, sub)
+    return n_vocab
+
+
+def make_tiny_model(
+    path: str | os.PathLike[str],
+    *,
+    arch: str = "llama",
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int | None = None,
+    n_ctx: int = 2048,
+    vocab: str = "llama-spm",
+    seed: int = 0,
+    dtype: str = "f32",
+) -> Path:
+    """Write a random-weight ``llama`` GGUF model; the same arguments give the same file."""
+    import gguf
+
+    if arch != "llama":
+        raise ValueError(f"only arch='llama' is generated, got {arch!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if n_embd % n_head or n_head % n_head_kv:
+        raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
+    if dtype == "q8_0" and n_embd % 32:
+        raise ValueError("q8_0 needs n_embd to be a multiple of 32")
+    n_ff = n_ff or 4 * n_embd
+    head_dim = n_embd // n_head
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name(f"pyllama-yield tiny {n_layer}x{n_embd} seed {seed}")
+    writer.add_context_length(n_ctx)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_layer_norm_rms_eps(1e-5)
+    file_type = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    }[dtype]
+    writer.add_file_type(file_type)
+    n_vocab = _copy_tokenizer(writer, vocab)
+
+    def weight(name: str, rows: int, cols: int) -> None:
+        # scaled so activations stay O(1) through the layers: logits differ clearly between tokens
+        data = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
+        if dtype == "f16":
+            writer.add_tensor(name, data.astype(np.float16))
+        elif dtype == "q8_0":
+            q = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
+            writer.add_tensor(name, q, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            writer.add_tensor(name, data)
+
+    def norm(name: str) -> None:
+        writer.add_tensor(name, np.ones(n_embd, dtype=np.float32))
+
+    weight("token_embd.weight", n_vocab, n_embd)
+    for i in range(n_layer):
+        norm(f"blk.{i}.attn_norm.weight")
+        weight(f"blk.{i}.attn_q.weight", n_head * head_dim, n_embd)
+        weight(f"blk.{i}.attn_k.weight", n_head_kv * head_dim, n_embd)
+        weight(f"blk.{i}.attn_v.weight", n_head_kv * head_dim, n_embd)
+        weight(f"blk.{i}.attn_output.weight", n_embd, n_head * head_dim)
+        norm(f"blk.{i}.ffn_norm.weight")
+        weight(f"blk.{i}.ffn_gate.weight", n_ff, n_embd)
+        weight(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
+        weight(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
+    norm("output_norm.weight")
+    weight("output.weight", n_vocab, n_embd)
+
+    tmp = path.with_name(path.name + ".tmp")
+    writer.path = tmp  # write to a temporary name, then rename: a crash never leaves half a model
+    writer.write_header_to_file(tmp)
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(tmp, path)
+    return path
+
+
+def make_draft_model(path: str | os.PathLike[str], *, seed: int = 1, **kwargs: object) -> Path:
+    """A smaller model with the same vocab, for speculative decoding."""
+    params: dict[str, object] = {"n_layer": 1, "n_embd": 32, "n_head": 2, "n_head_kv": 1}
+    params.update(kwargs)
+    return make_tiny_model(path, seed=seed, **params)  # type: ignore[arg-type]
