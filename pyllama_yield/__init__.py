@@ -7,9 +7,27 @@ compiled binding.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+
+def _add_installed_compiled_parts() -> None:
+    """Run from a source checkout (``python -m pyllama_yield`` in the repo root), this directory
+    has no compiled parts: let the package also look in the installed copy for them."""
+    here = Path(__file__).resolve().parent
+    if any(here.glob("_llama_cffi*")):
+        return
+    for entry in sys.path:
+        candidate = (Path(entry) if entry else Path.cwd()).resolve() / "pyllama_yield"
+        if candidate != here and any(candidate.glob("_llama_cffi*")):
+            __path__.append(str(candidate))
+            return
+
+
+_add_installed_compiled_parts()
 
 _LAZY = {
     "ffi": ("._native", "ffi"),

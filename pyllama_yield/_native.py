@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 try:
+    from . import _llama_cffi
     from ._llama_cffi import ffi, lib
 except ImportError as exc:  # pragma: no cover - only on a broken install
     raise ImportError(
@@ -20,7 +21,8 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
 
 from . import _build_config
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+# where the compiled parts live (the libraries, backend modules, vocab files)
+PACKAGE_DIR = Path(_llama_cffi.__file__).resolve().parent
 
 # llama.cpp log lines go to this logger; the NullHandler keeps it quiet unless the
 # application configures logging (the standard library's advice for libraries).

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-VOCAB_DIR = Path(__file__).resolve().parent / "vocab"
+
+def _vocab_dir() -> Path:
+    import pyllama_yield
+
+    for entry in pyllama_yield.__path__:  # the installed copy, also when run from a checkout
+        if (Path(entry) / "vocab").is_dir():
+            return Path(entry) / "vocab"
+    raise FileNotFoundError("pyllama_yield's vocab files are not installed; run `pip install .`")
+
+
 VOCABS = {"llama-spm": "ggml-vocab-llama-spm.gguf", "gpt-2": "ggml-vocab-gpt-2.gguf"}
 DTYPES = ("f32", "f16", "q8_0")
 
@@ -20,7 +29,7 @@ DTYPES = ("f32", "f16", "q8_0")
 def vocab_path(vocab: str) -> Path:
     if vocab not in VOCABS:
         raise ValueError(f"unknown vocab {vocab!r}; choose one of {sorted(VOCABS)}")
-    return VOCAB_DIR / VOCABS[vocab]
+    return _vocab_dir() / VOCABS[vocab]
 
 
 def _copy_tokenizer(writer, vocab: str) -> int:  # noqa: ANN001 - gguf.GGUFWriter

@@ -1,0 +1,50 @@
+"""Shared helpers for the benchmark scripts: percentiles, the results table, the JSON file."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
+
+
+def summarize_us(samples_ns: list[int]) -> dict[str, float]:
+    """p50/p99/mean/max in microseconds."""
+    xs = sorted(samples_ns)
+    pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] / 1e3  # noqa: E731
+    return {
+        "n": len(xs),
+        "p50_us": pick(0.50),
+        "p99_us": pick(0.99),
+        "mean_us": statistics.fmean(xs) / 1e3,
+        "max_us": xs[-1] / 1e3,
+    }
+
+
+def print_table(rows: list[dict[str, object]], columns: list[str]) -> None:
+    widths = [max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for r in rows:
+        print("  ".join(_fmt(r.get(c)).ljust(w) for c, w in zip(columns, widths, strict=True)))
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def write_json(name: str, data: dict[str, object], out: Path | None = None) -> Path:
+    path = out or RESULTS_DIR / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "machine": {
+            "python": platform.python_version(),
+            "processor": platform.processor(),
+            "system": platform.platform(),
+        },
+        **data,
+    }
+    path.write_text(json.dumps(data, indent=2))
+    print(f"wrote {path}")
+    return path

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Our Python greedy decode loop vs the same loop in C, over the same libllama, side by side.
+
+Both load the same tiny model (made here), use the same thread count, decode the same prompt,
+and generate the same number of tokens with llama.cpp's greedy sampler; the script checks they
+generate the same tokens, runs several alternating rounds, and reports the tokens/s ratio.
+The C program (scripts/bench_decode.c) is compiled against the installed package's libllama.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _bench import print_table, write_json  # noqa: E402
+
+import pyllama_yield  # noqa: E402
+from pyllama_yield.llama import Batch, Context, Model, Sampler  # noqa: E402
+from pyllama_yield.testing import make_tiny_model  # noqa: E402
+
+LLAMA_DIR = HERE.parent / "vendor" / "llama.cpp"
+
+
+def build_native(workdir: Path) -> Path:
+    pkg = Path(pyllama_yield.__file__).resolve().parent
+    exe = workdir / "bench_decode"
+    cc = os.environ.get("CC") or shutil.which("cc") or "gcc"
+    libs = [f"-l:{p.name}" for p in sorted(pkg.glob("lib*.so"))] or ["-lllama"]
+    subprocess.run(
+        [
+            cc,
+            "-O2",
+            str(HERE / "bench_decode.c"),
+            "-o",
+            str(exe),
+            f"-I{LLAMA_DIR / 'include'}",
+            f"-I{LLAMA_DIR / 'ggml' / 'include'}",
+            f"-L{pkg}",
+            *libs,
+            f"-Wl,-rpath,{pkg}",
+        ],
+        check=True,
+    )
+    return exe
+
+
+def run_native(exe: Path, model: Path, threads: int, n_gen: int, prompt: list[int]) -> dict:
+    out = subprocess.run(
+        [str(exe), str(model), str(threads), str(n_gen), *map(str, prompt)], check=True, capture_output=True, text=True
+    ).stdout
+    return json.loads(out)
+
+
+def run_python(model: Model, threads: int, n_gen: int, prompt: list[int]) -> dict:
+    with (
+        Context(
+            model, n_ctx=len(prompt) + n_gen + 8, n_batch=len(prompt), n_ubatch=len(prompt), n_threads=threads
+        ) as ctx,
+        Sampler() as sampler,
+    ):
+        batch = Batch(len(prompt))
+        batch.add_sequence(prompt)
+        t0 = time.perf_counter()
+        ctx.decode(batch)
+        pp_s = time.perf_counter() - t0
+        out = []
+        pos = len(prompt)
+        t0 = time.perf_counter()
+        for _ in range(n_gen):
+            tok = sampler.sample(ctx)
+            out.append(tok)
+            batch.clear()
+            batch.add(tok, pos, 0, True)
+            pos += 1
+            ctx.decode(batch)
+        tg_s = time.perf_counter() - t0
+        batch.close()
+    return {"tokens": out, "pp_s": pp_s, "tg_s": tg_s}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--n-gen", type=int, default=128)
+    ap.add_argument("--n-prompt", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--n-embd", type=int, default=256)
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        path = make_tiny_model(
+            tmpdir / "bench.gguf", n_embd=args.n_embd, n_layer=args.n_layer, n_head=8, n_head_kv=4, n_ctx=4096, seed=7
+        )
+        exe = build_native(tmpdir)
+        model = Model(path)
+        text = "The quick brown fox jumps over the lazy dog. " * 200
+        prompt = model.vocab.tokenize(text)[: args.n_prompt]
+        rows = {"c": [], "python": []}
+        for _ in range(args.rounds):  # alternate, so drift hits both alike
+            rows["c"].append(run_native(exe, path, args.threads, args.n_gen, prompt))
+            rows["python"].append(run_python(model, args.threads, args.n_gen, prompt))
+        same_tokens = all(r["tokens"] == rows["c"][0]["tokens"] for rs in rows.values() for r in rs)
+        model.close()
+
+    table, summary = [], {}
+    for name, rs in rows.items():
+        tg = statistics.median(args.n_gen / r["tg_s"] for r in rs)
+        pp = statistics.median(len(prompt) / r["pp_s"] for r in rs)
+        summary[name] = {"tg_tokens_per_s": tg, "pp_tokens_per_s": pp}
+        table.append({"impl": name, "tg_tok_per_s": tg, "pp_tok_per_s": pp})
+    try:
+        import llama_cpp  # noqa: F401
+
+        print("llama-cpp-python is installed but not benchmarked here (different libllama build)")
+    except ImportError:
+        print("llama-cpp-python: not installed (optional third column skipped)")
+    print_table(table, ["impl", "tg_tok_per_s", "pp_tok_per_s"])
+    ratio = summary["python"]["tg_tokens_per_s"] / summary["c"]["tg_tokens_per_s"]
+    pp_ratio = summary["python"]["pp_tokens_per_s"] / summary["c"]["pp_tokens_per_s"]
+    print(f"python_vs_c_tokens_per_s_ratio = {ratio:.3f}  (single-token steps, {args.threads} thread(s); goal >= 0.97)")
+    print(f"python_vs_c_prompt_tokens_per_s_ratio = {pp_ratio:.3f}")
+    print(f"same generated tokens: {same_tokens}")
+    write_json(
+        "bench_decode",
+        {
+            "config": vars(args) | {"out": None},
+            "prompt_tokens": len(prompt),
+            "results": summary,
+            "python_vs_c_tokens_per_s_ratio": ratio,
+            "python_vs_c_prompt_tokens_per_s_ratio": pp_ratio,
+            "same_tokens": same_tokens,
+        },
+        args.out,
+    )
+    if not same_tokens:
+        sys.exit("the Python and C loops generated different tokens")
+
+
+if __name__ == "__main__":
+    main()
