@@ -600,6 +600,27 @@ class Context(_Owner):
         if not lib.llama_state_save_file(self.ptr, os.fsencode(path), toks, len(tokens)):
             raise LlamaError(_with_cause(f"could not save state to {path}"))
 
+    def save_seq_state_file(self, path: str | os.PathLike[str], seq_id: int, tokens: Sequence[int]) -> int:
+        """Save one sequence's KV state and its tokens; returns the bytes written."""
+        toks = ffi.new("llama_token[]", list(tokens))
+        n = lib.llama_state_seq_save_file(self.ptr, os.fsencode(path), seq_id, toks, len(tokens))
+        if n == 0:
+            raise LlamaError(_with_cause(f"could not save sequence {seq_id} to {path}"))
+        return n
+
+    def load_seq_state_file(
+        self, path: str | os.PathLike[str], seq_id: int, max_tokens: int | None = None
+    ) -> list[int]:
+        """Restore a sequence saved with :meth:`save_seq_state_file` into ``seq_id``; returns its tokens."""
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"state file not found: {path}")
+        cap = max_tokens if max_tokens is not None else self.n_ctx
+        toks = ffi.new("llama_token[]", cap)
+        n = ffi.new("size_t *")
+        if lib.llama_state_seq_load_file(self.ptr, os.fsencode(path), seq_id, toks, cap, n) == 0:
+            raise LlamaError(_with_cause(f"could not load sequence state from {path}"))
+        return list(ffi.unpack(toks, n[0]))
+
     def load_state_file(self, path: str | os.PathLike[str], max_tokens: int | None = None) -> list[int]:
         """Restore a state saved with :meth:`save_state_file`; returns its tokens."""
         if not Path(path).is_file():
