@@ -454,7 +454,7 @@ class Context(_Owner):
         type_k: str | None = None,
         type_v: str | None = None,
         embeddings: bool = False,
-        kv_unified: bool = True,
+        kv_unified: bool | None = None,
     ) -> None:
         for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
             if value < 0:
@@ -477,7 +477,8 @@ class Context(_Owner):
         if type_v:
             params.type_v = _ggml_type(type_v)
         params.embeddings = embeddings
-        params.kv_unified = kv_unified
+        if kv_unified is not None:  # llama.cpp's default otherwise
+            params.kv_unified = kv_unified
         # Abort support without the GIL: a C callback reads this int, any thread may set it.
         self._abort_flag = ffi.new("int *", 0)
         params.abort_callback = lib.pyllama_abort_on_flag

@@ -54,11 +54,11 @@ def build_native(workdir: Path) -> Path:
     return exe
 
 
-def run_native(exe: Path, model: Path, threads: int, n_gen: int, prompt: list[int]) -> dict:
-    out = subprocess.run(
-        [str(exe), str(model), str(threads), str(n_gen), *map(str, prompt)], check=True, capture_output=True, text=True
-    ).stdout
-    return json.loads(out)
+def run_native(exe: Path, model: Path, threads: int, n_gen: int, rounds: int, prompt: list[int]) -> list[dict]:
+    """``rounds`` fresh contexts on one loaded model, as the Python side does."""
+    args = [str(exe), str(model), str(threads), str(n_gen), str(rounds), *map(str, prompt)]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
 
 
 def run_python(model: Model, threads: int, n_gen: int, prompt: list[int]) -> dict:
@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--n-gen", type=int, default=128)
     ap.add_argument("--n-prompt", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--n-embd", type=int, default=256)
     ap.add_argument("--n-layer", type=int, default=4)
     ap.add_argument("--out", type=Path)
@@ -108,29 +108,33 @@ def main() -> None:
         model = Model(path)
         text = "The quick brown fox jumps over the lazy dog. " * 200
         prompt = model.vocab.tokenize(text)[: args.n_prompt]
-        rows = {"c": [], "python": []}
-        for _ in range(args.rounds):  # alternate, so drift hits both alike
-            rows["c"].append(run_native(exe, path, args.threads, args.n_gen, prompt))
+        rows: dict[str, list[dict]] = {"c": [], "python": []}
+        for _ in range(args.rounds):  # alternate, so drift hits both alike; the first round warms up
+            rows["c"] += run_native(exe, path, args.threads, args.n_gen, 2, prompt)[1:]
+            run_python(model, args.threads, args.n_gen, prompt)
             rows["python"].append(run_python(model, args.threads, args.n_gen, prompt))
         same_tokens = all(r["tokens"] == rows["c"][0]["tokens"] for rs in rows.values() for r in rs)
         model.close()
 
     table, summary = [], {}
     for name, rs in rows.items():
-        tg = statistics.median(args.n_gen / r["tg_s"] for r in rs)
+        tgs = [args.n_gen / r["tg_s"] for r in rs]
         pp = statistics.median(len(prompt) / r["pp_s"] for r in rs)
-        summary[name] = {"tg_tokens_per_s": tg, "pp_tokens_per_s": pp}
-        table.append({"impl": name, "tg_tok_per_s": tg, "pp_tok_per_s": pp})
+        tg = statistics.median(tgs)
+        summary[name] = {"tg_tokens_per_s": tg, "tg_tokens_per_s_best": max(tgs), "pp_tokens_per_s": pp}
+        table.append({"impl": name, "tg_tok_per_s": tg, "tg_best": max(tgs), "pp_tok_per_s": pp})
     try:
         import llama_cpp  # noqa: F401
 
         print("llama-cpp-python is installed but not benchmarked here (different libllama build)")
     except ImportError:
         print("llama-cpp-python: not installed (optional third column skipped)")
-    print_table(table, ["impl", "tg_tok_per_s", "pp_tok_per_s"])
+    print_table(table, ["impl", "tg_tok_per_s", "tg_best", "pp_tok_per_s"])
     ratio = summary["python"]["tg_tokens_per_s"] / summary["c"]["tg_tokens_per_s"]
+    best_ratio = summary["python"]["tg_tokens_per_s_best"] / summary["c"]["tg_tokens_per_s_best"]
     pp_ratio = summary["python"]["pp_tokens_per_s"] / summary["c"]["pp_tokens_per_s"]
     print(f"python_vs_c_tokens_per_s_ratio = {ratio:.3f}  (single-token steps, {args.threads} thread(s); goal >= 0.97)")
+    print(f"python_vs_c_tokens_per_s_ratio_best_of_rounds = {best_ratio:.3f}")
     print(f"python_vs_c_prompt_tokens_per_s_ratio = {pp_ratio:.3f}")
     print(f"same generated tokens: {same_tokens}")
     write_json(
@@ -140,6 +144,7 @@ def main() -> None:
             "prompt_tokens": len(prompt),
             "results": summary,
             "python_vs_c_tokens_per_s_ratio": ratio,
+            "python_vs_c_tokens_per_s_ratio_best_of_rounds": best_ratio,
             "python_vs_c_prompt_tokens_per_s_ratio": pp_ratio,
             "same_tokens": same_tokens,
         },
