@@ -1,10 +1,14 @@
-"""Command line: ``python -m pyllama_yield info``."""
+"""Command line: ``python -m pyllama_yield serve|generate|info``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -35,12 +39,161 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+class ProgressBar:
+    """Model load progress on stderr."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.last = -1
+
+    def __call__(self, progress: float) -> bool:
+        pct = int(progress * 100)
+        if pct != self.last:
+            self.last = pct
+            bar = "#" * (pct // 4)
+            sys.stderr.write(f"\r{self.label} [{bar:<25}] {pct:3d}%")
+            if pct >= 100:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+        return True
+
+
+def _model_path(args: argparse.Namespace, stack: ExitStack) -> Path:
+    if args.model:
+        return Path(args.model)
+    from pyllama_yield.testing import make_tiny_model
+
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pyllama-yield-")))
+    path = make_tiny_model(tmp / "tiny-default.gguf", n_embd=128, n_layer=2, n_ctx=4096)
+    print(
+        f"no model given (-m): serving a tiny random-weight model generated at {path} "
+        "(real tokenizer, random weights: its output is gibberish)",
+        file=sys.stderr,
+    )
+    return path
+
+
+def _server_context(args: argparse.Namespace, stack: ExitStack):  # noqa: ANN202
+    from pyllama_yield.server import ServerContext
+
+    path = _model_path(args, stack)
+    return ServerContext(
+        path,
+        n_ctx=args.ctx_size,
+        n_parallel=args.parallel,
+        n_threads=args.threads,
+        n_batch=args.batch_size,
+        n_gpu_layers=args.n_gpu_layers,
+        draft_model_path=args.draft,
+        n_draft=args.draft_max,
+        progress=ProgressBar(f"loading {path.name}"),
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from pyllama_yield.api import build_app
+    except ImportError as exc:
+        print(f"serve needs the server extra: pip install 'pyllama-yield[server]' ({exc})", file=sys.stderr)
+        return 2
+    with ExitStack() as stack:
+        srv = _server_context(args, stack).start()
+        stack.callback(srv.stop)
+        app = build_app(srv, api_key=args.api_key)
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
+        )
+        print(
+            f"serving {srv.info['model']} on http://{args.host}:{args.port} "
+            f"({args.parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
+            file=sys.stderr,
+        )
+        # uvicorn handles Ctrl-C/SIGTERM while it runs, then re-raises them to the handlers it found:
+        # make those no-ops, so the shutdown below runs instead of a KeyboardInterrupt or a kill
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
+        uvicorn.Server(config).run()  # returns on Ctrl-C / SIGTERM
+    import threading
+
+    left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    print(f"shut down: {'threads left: ' + ', '.join(left) if left else 'no thread left'}", file=sys.stderr)
+    return 1 if left else 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        srv = _server_context(args, stack).start()
+        stack.callback(srv.stop)
+        reader = srv.submit(
+            {
+                "prompt": args.prompt,
+                "n_predict": args.n_predict,
+                "temperature": args.temp,
+                "seed": args.seed,
+                "stream": True,
+                "ignore_eos": args.ignore_eos,
+            }
+        )
+        final = None
+        while reader.has_next():
+            res = reader.next()
+            if res is None:
+                break
+            if res.is_error:
+                print(f"\nerror: {res.payload['error']}", file=sys.stderr)
+                return 1
+            sys.stdout.write(res.payload["content"])
+            sys.stdout.flush()
+            if res.is_final:
+                final = res.payload
+        print()
+        if final:
+            t = final["timings"]
+            print(
+                f"[{t['prompt_n']} prompt tokens at {t['prompt_per_second']:.1f} t/s, "
+                f"{t['predicted_n']} generated at {t['predicted_per_second']:.1f} t/s]",
+                file=sys.stderr,
+            )
+    return 0
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--model", help="GGUF model (default: generate a tiny demo model)")
+    p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context per slot (capped at the model's)")
+    p.add_argument("-np", "--parallel", type=int, default=1, help="number of slots")
+    p.add_argument("-t", "--threads", type=int, default=None)
+    p.add_argument("-b", "--batch-size", type=int, default=512)
+    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
+    p.add_argument("-md", "--draft", help="draft model for speculative decoding")
+    p.add_argument("--draft-max", type=int, default=4, help="tokens drafted per step")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyllama_yield", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_info = sub.add_parser("info", help="version, llama.cpp build, backends, devices, system info")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
     p_info.set_defaults(func=cmd_info)
+
+    p_serve = sub.add_parser("serve", help="llama-server compatible HTTP server")
+    _add_model_args(p_serve)
+    p_serve.add_argument("--host", default="127.0.0.1")
+    p_serve.add_argument("--port", type=int, default=8080)
+    p_serve.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
+    p_serve.add_argument("--log-level", default="warning")
+    p_serve.set_defaults(func=cmd_serve)
+
+    p_gen = sub.add_parser("generate", help="complete one prompt, streamed to the terminal")
+    _add_model_args(p_gen)
+    p_gen.add_argument("-p", "--prompt", default="Once upon a time")
+    p_gen.add_argument("-n", "--n-predict", type=int, default=64)
+    p_gen.add_argument("--temp", type=float, default=0.8)
+    p_gen.add_argument("--seed", type=int, default=0xFFFFFFFF)
+    p_gen.add_argument("--ignore-eos", action="store_true")
+    p_gen.set_defaults(func=cmd_generate)
+
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -211,6 +211,34 @@ class Model(_Owner):
         ptr = lib.llama_model_chat_template(self.ptr, name.encode() if name else ffi.NULL)
         return None if ptr == ffi.NULL else ffi.string(ptr).decode()
 
+    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_assistant: bool = True) -> str:
+        """Format messages with the model's chat template (ChatML when the GGUF has none)."""
+        return apply_chat_template(self.chat_template() or "chatml", messages, add_assistant)
+
+
+def apply_chat_template(template: str, messages: Sequence[dict[str, str]], add_assistant: bool = True) -> str:
+    """Format ``[{"role", "content"}, ...]`` with one of llama.cpp's built-in chat templates."""
+    if not messages:
+        raise ValueError("no messages")
+    keep = []
+    chat = ffi.new("struct llama_chat_message[]", len(messages))
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise ValueError("each message needs a string 'role' and a string 'content'")
+        role, content = ffi.new("char[]", m["role"].encode()), ffi.new("char[]", m["content"].encode())
+        keep += [role, content]
+        chat[i].role, chat[i].content = role, content
+    tmpl = template.encode()
+    size = 2 * sum(len(m["content"]) + len(m["role"]) for m in messages) + 256
+    buf = ffi.new("char[]", size)
+    n = lib.llama_chat_apply_template(tmpl, chat, len(messages), add_assistant, buf, size)
+    if n > size:
+        buf = ffi.new("char[]", n)
+        n = lib.llama_chat_apply_template(tmpl, chat, len(messages), add_assistant, buf, n)
+    if n < 0:
+        raise ValueError(_with_cause("llama.cpp does not support this chat template"))
+    return ffi.unpack(buf, n).decode("utf-8", "replace")
+
 
 def _read_string(call: Callable[[Any, int], int], size: int = 256) -> str:
     """Call a llama.cpp ``(buf, size) -> needed length`` function, growing the buffer if needed."""

@@ -47,6 +47,8 @@ class TaskType(enum.Enum):
     SLOT_RESTORE = "slot_restore"
     SLOT_ERASE = "slot_erase"
     SET_LORA = "set_lora"
+    TOKENIZE = "tokenize"
+    DETOKENIZE = "detokenize"
     NEXT_RESPONSE = "next_response"  # posted by a busy server to itself: run update-slots again
 
 

@@ -39,6 +39,7 @@ class ServerContext:
         n_batch: int = 512,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
+        progress: Callable[[float], object] | None = None,
         draft_model_path: str | os.PathLike[str] | None = None,
         n_draft: int = 4,
         yield_decode: bool = True,
@@ -46,7 +47,7 @@ class ServerContext:
     ) -> None:
         if n_parallel < 1 or n_batch < 1 or n_ctx < 8 or n_draft < 0:
             raise ValueError("n_parallel and n_batch must be >= 1, n_ctx >= 8, n_draft >= 0")
-        self.model = Model(model_path, n_gpu_layers=n_gpu_layers)
+        self.model = Model(model_path, n_gpu_layers=n_gpu_layers, progress=progress)
         # a slot never gets more context than the model was trained for
         self.n_ctx_slot = min(n_ctx, self.model.n_ctx_train)
         self.n_parallel = n_parallel
@@ -76,6 +77,19 @@ class ServerContext:
             # every generating slot sends its last token plus its drafts in the shared batch
             self.n_draft = max(0, min(n_draft, self.n_batch // n_parallel - 1))
 
+        self.info = {
+            "model_path": str(model_path),
+            "model": os.path.basename(str(model_path)),
+            "description": self.model.description(),
+            "n_vocab": self.model.n_vocab,
+            "n_ctx_train": self.model.n_ctx_train,
+            "n_embd": self.model.n_embd,
+            "n_params": self.model.n_params,
+            "n_ctx_slot": self.n_ctx_slot,
+            "n_parallel": n_parallel,
+            "chat_template": self.model.chat_template() or "chatml",
+            "speculative": draft_model_path is not None,
+        }
         self.slots = [Slot(i) for i in range(n_parallel)]
         self.queue = ServerQueue()
         self.responses = ServerResponse()
@@ -242,6 +256,8 @@ class ServerContext:
             req = CompletionRequest.from_dict(req)
         else:
             req.validate()
+        if req.messages is not None:
+            req.prompt = self.model.apply_chat_template(req.messages)
         if not req.prompt:
             raise ValueError("the prompt is empty")
         if isinstance(req.prompt, str):
@@ -362,7 +378,30 @@ class ServerContext:
             raise ValueError("a slot save/restore needs a 'filename'")
         return slot, path
 
+    def _handle_tokenize(self, task: Task) -> None:
+        p = task.payload or {}
+        content = p.get("content")
+        if not isinstance(content, str):
+            raise ValueError("'content' must be a string")
+        tokens = self.vocab.tokenize(
+            content, add_special=bool(p.get("add_special", False)), parse_special=bool(p.get("parse_special", True))
+        )
+        out: dict[str, Any] = {"tokens": tokens}
+        if p.get("with_pieces"):
+            out["tokens"] = [
+                {"id": t, "piece": self.vocab.token_to_piece(t).decode("utf-8", "replace")} for t in tokens
+            ]
+        self.responses.send(Result(task.id, out))
+
+    def _handle_detokenize(self, task: Task) -> None:
+        tokens = (task.payload or {}).get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise ValueError("'tokens' must be a list of token ids")
+        self.responses.send(Result(task.id, {"content": self.vocab.detokenize(tokens)}))
+
     _HANDLERS: dict[TaskType, Callable[[ServerContext, Task], None]] = {
+        TaskType.TOKENIZE: _handle_tokenize,
+        TaskType.DETOKENIZE: _handle_detokenize,
         TaskType.COMPLETION: _handle_completion,
         TaskType.SLOT_SAVE: _handle_slot_save,
         TaskType.SLOT_RESTORE: _handle_slot_restore,

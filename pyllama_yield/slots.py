@@ -18,6 +18,7 @@ class CompletionRequest:
     """A completion's prompt and sampling parameters (llama-server's field names)."""
 
     prompt: str | list[int] = ""
+    messages: list[dict[str, str]] | None = None  # chat: formatted with the model's template into the prompt
     n_predict: int = -1  # -1: until EOG, a stop string, or the slot's context is full
     temperature: float = 0.8
     top_k: int = 40

@@ -1,0 +1,243 @@
+"""The HTTP server as a user runs it: a real process on a loopback port, real HTTP clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+
+API_KEY = "test-key"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(model), "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=model.parent,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {proc.stdout.read()}")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            time.sleep(0.1)  # waiting for a process to listen: nothing to wait on but the port
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def stop_server(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_path: Path):
+    proc, base = start_server(
+        tiny_model_path, "--parallel", "4", "--ctx-size", "2048", "--threads", "1", "--api-key", API_KEY
+    )
+    with httpx.Client(base_url=base, headers=AUTH, timeout=120) as client:
+        yield client
+    out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
+    assert "no thread left" in out
+
+
+def greedy(**kw):
+    return {"prompt": "The quick brown fox", "n_predict": 8, "temperature": 0.0, "ignore_eos": True, **kw}
+
+
+def test_health_models_slots(server):
+    assert server.get("/health").json() == {"status": "ok"}
+    models = server.get("/v1/models").json()
+    assert models["object"] == "list" and models["data"][0]["id"] == "tiny.gguf"
+    slots = server.get("/slots").json()
+    assert len(slots) == 4 and all(s["state"] == "idle" for s in slots)
+
+
+def test_completion_fields(server):
+    r = server.post("/completion", json=greedy()).json()
+    assert r["tokens_predicted"] == 8 and r["tokens_evaluated"] >= 5 and isinstance(r["content"], str)
+    assert {"prompt_n", "predicted_n", "predicted_per_second"} <= set(r["timings"])
+    again = server.post("/completion", json=greedy()).json()
+    assert again["content"] == r["content"]  # greedy is deterministic
+    assert again["tokens_cached"] > 0  # cache_prompt reused the prefix
+
+
+def test_completion_stream_matches_non_stream(server):
+    full = server.post("/completion", json=greedy(n_predict=12)).json()
+    parts = []
+    with server.stream("POST", "/completion", json=greedy(n_predict=12, stream=True)) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        for line in resp.iter_lines():
+            if line.startswith("data: "):
+                parts.append(json.loads(line[6:]))
+    assert parts[-1]["stop"] is True and all(p["stop"] is False for p in parts[:-1])
+    assert "".join(p["content"] for p in parts) == full["content"]
+
+
+def test_tokenize_detokenize(server):
+    toks = server.post("/tokenize", json={"content": "Hello world"}).json()["tokens"]
+    assert toks and all(isinstance(t, int) for t in toks)
+    assert server.post("/detokenize", json={"tokens": toks}).json()["content"].strip() == "Hello world"
+    pieces = server.post("/tokenize", json={"content": "Hello", "with_pieces": True}).json()["tokens"]
+    assert "Hello" in "".join(p["piece"] for p in pieces)
+
+
+def test_openai_endpoints_with_httpx(server):
+    r = server.post("/v1/completions", json={"model": "x", "prompt": "Hi", "max_tokens": 4}).json()
+    assert r["object"] == "text_completion" and r["usage"]["completion_tokens"] <= 4
+    c = server.post(
+        "/v1/chat/completions",
+        json={"model": "x", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0},
+    ).json()
+    assert c["choices"][0]["message"]["role"] == "assistant" and c["usage"]["prompt_tokens"] > 2
+
+
+def test_openai_client_library(server):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=API_KEY)
+    chat = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "Hello"}], max_tokens=6, temperature=0
+    )
+    assert chat.choices[0].finish_reason in ("length", "stop") and chat.usage.completion_tokens <= 6
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "Hello"}], max_tokens=6, temperature=0, stream=True
+        )
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == chat.choices[0].message.content
+    comp = client.completions.create(model="tiny", prompt="Hello", max_tokens=3)
+    assert comp.choices[0].text is not None
+
+
+def test_bad_input_400_and_auth_401(server):
+    for body in [b"{not json", b"[1, 2]"]:
+        r = server.post("/completion", content=body)
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    for payload in [
+        {"prompt": "x", "bogus": 1},
+        {"prompt": "x", "n_predict": "many"},
+        {"prompt": "x", "n_predict": -7},
+        {"prompt": "word " * 3000, "n_predict": 1},
+        {"prompt": "x", "stream": True, "n_predict": 10**9},
+    ]:
+        r = server.post("/completion", json=payload)
+        assert r.status_code == 400, (payload, r.text)
+        assert r.json()["error"]["message"]
+    r = server.post("/v1/chat/completions", json={"model": "x", "messages": []})
+    assert r.status_code == 400
+    assert httpx.post(f"{server.base_url}/completion", json=greedy()).status_code == 401
+    assert httpx.get(f"{server.base_url}/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert httpx.get(f"{server.base_url}/health").status_code == 200  # public
+    assert server.post("/completion", json=greedy(n_predict=2)).status_code == 200  # still serving
+
+
+def test_eight_concurrent_clients_get_complete_answers(server):
+    prompts = [f"Story number {i}: once upon a time" for i in range(8)]
+    alone = {p: server.post("/completion", json=greedy(prompt=p)).json()["content"] for p in prompts}
+    results: dict[str, str] = {}
+    barrier = threading.Barrier(8)
+
+    def client(p: str) -> None:
+        with httpx.Client(base_url=str(server.base_url), headers=AUTH, timeout=120) as c:
+            barrier.wait(30)
+            results[p] = c.post("/completion", json=greedy(prompt=p)).json()["content"]
+
+    threads = [threading.Thread(target=client, args=(p,)) for p in prompts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == alone
+
+
+def test_metrics_answer_while_a_long_completion_runs(server):
+    done = threading.Event()
+
+    def long_completion() -> None:
+        with httpx.Client(base_url=str(server.base_url), headers=AUTH, timeout=300) as c:
+            c.post("/completion", json=greedy(prompt="word " * 1500, n_predict=200))
+        done.set()
+
+    t = threading.Thread(target=long_completion)
+    t.start()
+    seen_busy = False
+    latencies = []
+    while not done.is_set():
+        t0 = time.perf_counter()
+        text = server.get("/metrics").text
+        latencies.append(time.perf_counter() - t0)
+        seen_busy |= "llamacpp:requests_processing 1" in text
+    t.join(300)
+    assert seen_busy and "llamacpp:prompt_tokens_total" in text
+    latencies.sort()
+    assert latencies[len(latencies) // 2] <= 0.05, latencies[-5:]  # median round trip on one connection
+
+
+def test_client_disconnect_cancels_the_request(server):
+    with httpx.Client(base_url=str(server.base_url), headers=AUTH, timeout=60) as c:
+        with c.stream("POST", "/completion", json=greedy(n_predict=1800, stream=True)) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: "):
+                    break  # got the first token: now hang up
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(s["state"] == "idle" for s in server.get("/slots").json()):
+            break
+        time.sleep(0.05)  # the cancel is asynchronous; poll the public API for its effect
+    assert all(s["state"] == "idle" for s in server.get("/slots").json())
+
+
+def test_sigterm_shuts_down_cleanly_while_busy(tiny_model_path):
+    proc, base = start_server(tiny_model_path, "--threads", "1")
+    started = threading.Event()
+
+    def busy() -> None:
+        try:
+            with httpx.stream("POST", f"{base}/completion", json=greedy(n_predict=1500, stream=True), timeout=60) as r:
+                for _ in r.iter_lines():
+                    started.set()
+        except httpx.HTTPError:
+            pass
+
+    t = threading.Thread(target=busy)
+    t.start()
+    assert started.wait(60)
+    out = stop_server(proc)
+    t.join(60)
+    assert proc.returncode == 0, out[-3000:]
+    assert "no thread left" in out
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT semantics")
+def test_ctrl_c_shuts_down_cleanly(tiny_model_path):
+    proc, _ = start_server(tiny_model_path, "--threads", "1")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "no thread left" in out
