@@ -76,6 +76,13 @@ def _model_path(args: argparse.Namespace, stack: ExitStack) -> Path:
 def _server_context(args: argparse.Namespace, stack: ExitStack):  # noqa: ANN202
     from pyllama_yield.server import ServerContext
 
+    if args.rpc:
+        from pyllama_yield.backends import add_rpc_server
+
+        for endpoint in args.rpc.split(","):
+            devices = add_rpc_server(endpoint)
+            print(f"rpc-server {endpoint}: {', '.join(d.name for d in devices)}", file=sys.stderr)
+
     path = _model_path(args, stack)
     return ServerContext(
         path,
@@ -168,6 +175,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
     p.add_argument("-md", "--draft", help="draft model for speculative decoding")
     p.add_argument("--draft-max", type=int, default=4, help="tokens drafted per step")
+    p.add_argument("--rpc", help="comma-separated rpc-server endpoints (host:port), needs a GGML_RPC build")
 
 
 def main(argv: list[str] | None = None) -> int:

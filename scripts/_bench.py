@@ -48,3 +48,12 @@ def write_json(name: str, data: dict[str, object], out: Path | None = None) -> P
     path.write_text(json.dumps(data, indent=2))
     print(f"wrote {path}")
     return path
+
+
+def bench_model(directory: Path, name: str = "bench.gguf", **kwargs: object) -> Path:
+    """The model all benchmarks use: tiny, but big enough that a decode step takes milliseconds."""
+    from pyllama_yield.testing import make_tiny_model
+
+    params: dict[str, object] = {"n_embd": 256, "n_layer": 4, "n_head": 8, "n_head_kv": 4, "seed": 7}
+    params.update(kwargs)
+    return make_tiny_model(Path(directory) / name, **params)  # type: ignore[arg-type]

@@ -22,11 +22,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _bench import print_table, write_json  # noqa: E402
+from _bench import bench_model, print_table, write_json  # noqa: E402
 
 import pyllama_yield  # noqa: E402
 from pyllama_yield.llama import Batch, Context, Model, Sampler  # noqa: E402
-from pyllama_yield.testing import make_tiny_model  # noqa: E402
 
 LLAMA_DIR = HERE.parent / "vendor" / "llama.cpp"
 
@@ -101,9 +100,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
-        path = make_tiny_model(
-            tmpdir / "bench.gguf", n_embd=args.n_embd, n_layer=args.n_layer, n_head=8, n_head_kv=4, n_ctx=4096, seed=7
-        )
+        path = bench_model(tmpdir, n_ctx=4096)
         exe = build_native(tmpdir)
         model = Model(path)
         text = "The quick brown fox jumps over the lazy dog. " * 200

@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import print_table, write_json  # noqa: E402
+from _bench import bench_model, print_table, write_json  # noqa: E402
 
 from pyllama_yield.llama import Batch, Context, Model  # noqa: E402
-from pyllama_yield.testing import make_tiny_model  # noqa: E402
 
 
 class Counter:
@@ -49,7 +48,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        model = Model(make_tiny_model(Path(tmp) / "gil.gguf", n_embd=256, n_layer=4, n_head=8, n_head_kv=4))
+        model = Model(bench_model(Path(tmp)))
         prompt = (model.vocab.tokenize("The quick brown fox jumps over the lazy dog. " * 200))[: args.n_prompt]
         ctx = Context(model, n_ctx=args.n_prompt, n_batch=args.n_prompt, n_ubatch=args.n_prompt, n_threads=1)
         batch = Batch(len(prompt))

@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import print_table, summarize_us, write_json  # noqa: E402
+from _bench import bench_model, print_table, summarize_us, write_json  # noqa: E402
 
 from pyllama_yield.server import ServerContext  # noqa: E402
-from pyllama_yield.testing import make_tiny_model  # noqa: E402
 
 
 def measure(model: Path, n_prompt: int, yield_decode: bool, repeats: int, threads: int) -> tuple[list[int], float]:
@@ -59,9 +58,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        model = make_tiny_model(
-            Path(tmp) / "m.gguf", n_embd=256, n_layer=4, n_head=8, n_head_kv=4, n_ctx=max(args.lengths) + 128
-        )
+        model = bench_model(Path(tmp), n_ctx=max(args.lengths) + 128)
         for n in args.lengths:
             for yd in (True, False):
                 samples, decode_s = measure(model, n, yd, args.repeats, args.threads)

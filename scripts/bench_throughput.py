@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import print_table, write_json  # noqa: E402
+from _bench import bench_model, print_table, write_json  # noqa: E402
 
 from pyllama_yield.server import ServerContext  # noqa: E402
-from pyllama_yield.testing import make_draft_model, make_tiny_model  # noqa: E402
+from pyllama_yield.testing import make_draft_model  # noqa: E402
 
 PROMPTS = ["The quick brown fox", "Once upon a time", "In a galaxy far away", "The llama said"]
 
@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        model = make_tiny_model(Path(tmp) / "m.gguf", n_embd=256, n_layer=4, n_head=8, n_head_kv=4)
+        model = bench_model(Path(tmp))
         draft = make_draft_model(Path(tmp) / "d.gguf")
         rows = [{"config": f"plain, {n} slot(s)", **run(model, n, args.n_predict, args.threads)} for n in (1, 2, 4)]
         rows.append(

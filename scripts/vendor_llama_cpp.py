@@ -7,6 +7,7 @@ the archive's sha256, and copy the parts our build and tests need. Nothing is pa
 
     python scripts/vendor_llama_cpp.py            # download with pip, verify, replace vendor/llama.cpp
     python scripts/vendor_llama_cpp.py --sdist F  # use an already downloaded archive
+    python scripts/vendor_llama_cpp.py --full-tree DIR  # the whole pinned tree (to build llama-server)
 """
 
 from __future__ import annotations
@@ -128,6 +129,12 @@ def copy_tree(src_root: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sdist", type=Path, help="use this archive instead of downloading it")
+    ap.add_argument(
+        "--full-tree",
+        type=Path,
+        metavar="DIR",
+        help="extract the whole pinned llama.cpp to DIR instead (nothing in vendor/ changes)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -135,7 +142,14 @@ def main() -> None:
         digest = sha256_of(sdist)
         if digest != SDIST_SHA256:
             raise SystemExit(f"sha256 mismatch for {sdist}: {digest} != {SDIST_SHA256}")
-        copy_tree(extract(sdist, tmp))
+        tree = extract(sdist, tmp)
+        if args.full_tree:
+            if args.full_tree.exists():
+                shutil.rmtree(args.full_tree)
+            shutil.copytree(tree, args.full_tree)
+            print(f"{args.full_tree}: the whole pinned llama.cpp {UPSTREAM_COMMIT}")
+            return
+        copy_tree(tree)
     print(f"vendor/llama.cpp: upstream {UPSTREAM_COMMIT} from {SDIST_NAME} {SDIST_VERSION} ({SDIST_SHA256})")
 
 

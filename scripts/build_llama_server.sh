@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Build llama.cpp's own llama-server and rpc-server from the pinned upstream, for side-by-side
+# benchmarks (scripts/bench_http.py --llama-server) and the RPC demo (scripts/rpc_demo.sh).
+# vendor/llama.cpp is trimmed to what the package needs, so the whole pinned tree is fetched and
+# checked by scripts/vendor_llama_cpp.py --full-tree into build/ (nothing outside the clone).
+#   scripts/build_llama_server.sh [--sdist llama_cpp_python-0.3.36.tar.gz]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=${PYTHON:-python3}
+src=build/llama.cpp-full
+out=build/llama-server
+[ -f "$src/CMakeLists.txt" ] || "$py" scripts/vendor_llama_cpp.py --full-tree "$src" "$@"
+cmake -S "$src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_RPC=ON -DGGML_CCACHE=OFF
+cmake --build "$out" --target llama-server rpc-server -j "$(nproc)"
+ls -l "$out/bin/llama-server" "$out/bin/rpc-server"
