@@ -109,36 +109,23 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model or bench_model(Path(tmp))
-        common = [
-            "-m",
-            str(model),
-            "--parallel",
-            str(args.clients),
-            "--threads",
-            str(args.threads),
-            "--ctx-size",
-            str(args.n_predict + 64),
-        ]
-        servers = [("pyllama-yield", [sys.executable, "-m", "pyllama_yield", "serve", *common])]
-        if args.llama_server:
-            # llama-server's --ctx-size is the total over all slots
-            servers.append(
-                (
-                    "llama-server",
-                    [
-                        str(args.llama_server),
-                        "-m",
-                        str(model),
-                        "--parallel",
-                        str(args.clients),
-                        "--threads",
-                        str(args.threads),
-                        "--ctx-size",
-                        str((args.n_predict + 64) * args.clients),
-                        "--no-webui",
-                    ],
-                )
-            )
+
+        def flags(ctx_size: int) -> list[str]:
+            return [
+                "-m",
+                str(model),
+                "--parallel",
+                str(args.clients),
+                "--threads",
+                str(args.threads),
+                "--ctx-size",
+                str(ctx_size),
+            ]
+
+        slot_ctx = args.n_predict + 64
+        servers = [("pyllama-yield", [sys.executable, "-m", "pyllama_yield", "serve", *flags(slot_ctx)])]
+        if args.llama_server:  # llama-server's --ctx-size is the total over all slots
+            servers.append(("llama-server", [str(args.llama_server), *flags(slot_ctx * args.clients), "--no-webui"]))
         for name, cmd in servers:
             port = free_port()
             proc = launch([*cmd, "--port", str(port)], port)

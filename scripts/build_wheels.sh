@@ -5,6 +5,9 @@
 #                                  the best one is picked at run time)
 #   scripts/build_wheels.sh cuda   CUDA wheel for CMAKE_CUDA_ARCHITECTURES (default 90); needs the CUDA
 #                                  toolkit with cuBLAS. The CUDA runtime libraries are not bundled.
+# Extra CMake options pass through CMAKE_ARGS (e.g. a cuBLAS outside the toolkit:
+# CMAKE_ARGS="-DCUDA_cublas_LIBRARY=... -DCUDA_cublasLt_LIBRARY=... -DCMAKE_CUDA_FLAGS=-I...");
+# BUILD_DIR overrides the build directory (default build/wheel-<backend>).
 set -euo pipefail
 backend=${1:?usage: scripts/build_wheels.sh cpu|cuda}
 cd "$(dirname "$0")/.."
@@ -21,7 +24,7 @@ esac
 raw="dist/$backend/raw"
 rm -rf "$raw" && mkdir -p "$raw"
 start=$(date +%s)
-"$py" -m pip wheel . --no-deps -w "$raw" -C "build-dir=build/wheel-$backend" "${args[@]}"
+"$py" -m pip wheel . --no-deps -w "$raw" -C "build-dir=${BUILD_DIR:-build/wheel-$backend}" "${args[@]}"
 echo "build time: $(( $(date +%s) - start )) s"
 
 if "$py" -m auditwheel --version >/dev/null 2>&1; then

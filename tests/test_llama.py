@@ -345,3 +345,22 @@ def test_context_create_free_cycles_do_not_leak(tiny_model):
         Context(tiny_model, n_ctx=128, n_batch=32, n_threads=1).close()
     grown = _rss_kib() - before
     assert grown < 16 * 1024, f"RSS grew by {grown} KiB over 1000 context cycles"
+
+
+def test_grammar_constrains_sampling(ctx, tiny_model):
+    prompt = tiny_model.vocab.tokenize(PROMPT)
+    b = Batch(len(prompt) + 8)
+    b.add_sequence(prompt)
+    ctx.decode(b)
+    sampler = Sampler.from_params(tiny_model.vocab, temperature=0, grammar='root ::= "yes" | "no"')
+    text, pos = b"", len(prompt)
+    for _ in range(6):
+        tok = sampler.sample(ctx)
+        if tiny_model.vocab.is_eog(tok):
+            break
+        text += tiny_model.vocab.token_to_piece(tok)
+        b.clear()
+        b.add(tok, pos, 0, logits=True)
+        pos += 1
+        ctx.decode(b)
+    assert text.decode().strip() in ("yes", "no")
