@@ -13,5 +13,5 @@ out=build/llama-server
 cmake -S "$src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_RPC=ON -DGGML_CCACHE=OFF
-cmake --build "$out" --target llama-server rpc-server -j "$(nproc)"
-ls -l "$out/bin/llama-server" "$out/bin/rpc-server"
+cmake --build "$out" --target llama-server ggml-rpc-server -j "$(nproc)"
+ls -l "$out/bin/llama-server" "$out/bin/"*rpc-server*

