@@ -183,18 +183,21 @@ def build_app(srv: ServerContext, *, api_key: str | None = None, poll_interval_s
             raise _result_error(first)
 
         async def events() -> AsyncIterator[str]:
-            res = first
+            batch = [first] if first is not None else []
             try:
-                while res is not None:
-                    if res.is_error:
-                        err = _result_error(res)
-                        yield _sse({"error": {"message": str(err), "type": err.kind, "code": err.status}})
+                while batch:
+                    out = []
+                    for res in batch:
+                        if res.is_error:
+                            err = _result_error(res)
+                            out.append(_sse({"error": {"message": str(err), "type": err.kind, "code": err.status}}))
+                            break
+                        out += [_sse(item) for item in render(res)]
+                    yield "".join(out)  # one write per burst of tokens
+                    if batch[-1].is_error or batch[-1].is_final:
                         return
-                    for item in render(res):
-                        yield _sse(item)
-                    if res.is_final:
-                        return
-                    res = await next_result(reader, lambda: False)
+                    # one thread hop per burst: every result already waiting comes along
+                    batch = await anyio.to_thread.run_sync(reader.next_available, lambda: False, abandon_on_cancel=True)
             finally:
                 reader.stop()  # cancels the request if the client went away mid-stream
 

@@ -507,13 +507,29 @@ class ResponseReader:
                 if should_stop():
                     return None
                 continue
-            if result.is_error:
-                self._finished.add(result.id)
-                self.stop()
-                return result
-            if result.is_final:
-                self._finished.add(result.id)
-            return result
+            return self._account(result)
+
+    def next_available(self, should_stop: Callable[[], bool] = lambda: False) -> list[Result]:
+        """Like :meth:`next`, plus every further result that is already waiting (for streaming:
+        one wake-up per burst instead of one per token). Empty when ``should_stop()`` said so."""
+        first = self.next(should_stop)
+        if first is None:
+            return []
+        results = [first]
+        while self.has_next() and not results[-1].is_error:
+            more = self.responses.recv_with_timeout(set(self.ids) - self._finished, 0)
+            if more is None:
+                break
+            results.append(self._account(more))
+        return results
+
+    def _account(self, result: Result) -> Result:
+        if result.is_error:
+            self._finished.add(result.id)
+            self.stop()  # an error ends the reader: cancel the rest
+        elif result.is_final:
+            self._finished.add(result.id)
+        return result
 
     def wait_for_all(self, should_stop: Callable[[], bool] = lambda: False) -> BatchResponse:
         """Collect the final result of every task (partial results are skipped)."""

@@ -568,3 +568,16 @@ def test_reader_wait_for_all_and_errors():
     with pytest.raises(QueueError):
         bad.post_task(Task(C))
     d.stop()
+
+
+def test_reader_next_available_takes_every_waiting_result_at_once():
+    q = ServerQueue()
+    responses = ServerResponse()
+    reader = ResponseReader(q, responses, poll_interval_s=0.01)
+    (tid,) = reader.post_tasks([Task(C)])
+    for i in range(3):
+        responses.send(Result(tid, i, is_final=False))
+    responses.send(Result(tid, "done"))
+    got = reader.next_available()
+    assert [r.payload for r in got] == [0, 1, 2, "done"] and not reader.has_next()
+    assert reader.next_available(should_stop=lambda: True) == []
