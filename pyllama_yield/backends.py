@@ -46,16 +46,14 @@ def _device(dev) -> Device:  # noqa: ANN001 - cffi ggml_backend_dev_t
     )
 
 
+def _reg_devices(reg) -> tuple[Device, ...]:  # noqa: ANN001 - cffi ggml_backend_reg_t
+    return tuple(_device(lib.ggml_backend_reg_dev_get(reg, j)) for j in range(lib.ggml_backend_reg_dev_count(reg)))
+
+
 def backends() -> list[Backend]:
     """The registered ggml backends with their devices (e.g. ``CPU``, ``CUDA``, ``RPC``)."""
-    result = []
-    for i in range(lib.ggml_backend_reg_count()):
-        reg = lib.ggml_backend_reg_get(i)
-        devices = tuple(
-            _device(lib.ggml_backend_reg_dev_get(reg, j)) for j in range(lib.ggml_backend_reg_dev_count(reg))
-        )
-        result.append(Backend(name=_text(lib.ggml_backend_reg_name(reg)), devices=devices))
-    return result
+    regs = (lib.ggml_backend_reg_get(i) for i in range(lib.ggml_backend_reg_count()))
+    return [Backend(name=_text(lib.ggml_backend_reg_name(reg)), devices=_reg_devices(reg)) for reg in regs]
 
 
 def system_info() -> str:
@@ -97,4 +95,4 @@ def add_rpc_server(endpoint: str) -> list[Device]:
     if remote == ffi.NULL:
         raise ConnectionError(f"could not reach rpc-server at {endpoint}")
     lib.ggml_backend_register(remote)
-    return [_device(lib.ggml_backend_reg_dev_get(remote, j)) for j in range(lib.ggml_backend_reg_dev_count(remote))]
+    return list(_reg_devices(remote))

@@ -337,8 +337,7 @@ class Batch(_Owner):
         self.pos = np.frombuffer(ffi.buffer(raw.pos, 4 * capacity), dtype=np.int32)
         self.n_seq_id = np.frombuffer(ffi.buffer(raw.n_seq_id, 4 * capacity), dtype=np.int32)
         self.logits = np.frombuffer(ffi.buffer(raw.logits, capacity), dtype=np.int8)
-        # seq_id is an array of per-token pointers; view each token's first entries as one 2-D array
-        # only when llama.cpp allocated them contiguously, else go through the pointers.
+        # seq_id is an array of per-token pointers (llama.cpp allocates each token's ids apart)
         self._seq = [np.frombuffer(ffi.buffer(raw.seq_id[i], 4 * n_seq_max), dtype=np.int32) for i in range(capacity)]
         self.n_tokens = 0
 
@@ -519,6 +518,7 @@ class Context(_Owner):
         self.model = model  # keeps the model alive as long as the context
         self.n_vocab = model.n_vocab
         self._mem = lib.llama_get_memory(ptr)
+        self._n_batch = lib.llama_n_batch(ptr)  # fixed at creation; decode checks it every step
         self._decode_lock = threading.Lock()
 
     @property
@@ -527,7 +527,8 @@ class Context(_Owner):
 
     @property
     def n_batch(self) -> int:
-        return lib.llama_n_batch(self.ptr)
+        self.ptr  # noqa: B018 - raises if closed
+        return self._n_batch
 
     @property
     def n_seq_max(self) -> int:
@@ -641,22 +642,25 @@ class Context(_Owner):
         self, path: str | os.PathLike[str], seq_id: int, max_tokens: int | None = None
     ) -> list[int]:
         """Restore a sequence saved with :meth:`save_seq_state_file` into ``seq_id``; returns its tokens."""
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"state file not found: {path}")
-        cap = max_tokens if max_tokens is not None else self.n_ctx
-        toks = ffi.new("llama_token[]", cap)
-        n = ffi.new("size_t *")
-        if lib.llama_state_seq_load_file(self.ptr, os.fsencode(path), seq_id, toks, cap, n) == 0:
-            raise LlamaError(_with_cause(f"could not load sequence state from {path}"))
-        return list(ffi.unpack(toks, n[0]))
+        return self._load_state(
+            path,
+            max_tokens,
+            lambda p, toks, cap, n: lib.llama_state_seq_load_file(self.ptr, p, seq_id, toks, cap, n) != 0,
+        )
 
     def load_state_file(self, path: str | os.PathLike[str], max_tokens: int | None = None) -> list[int]:
         """Restore a state saved with :meth:`save_state_file`; returns its tokens."""
+        return self._load_state(
+            path, max_tokens, lambda p, toks, cap, n: bool(lib.llama_state_load_file(self.ptr, p, toks, cap, n))
+        )
+
+    def _load_state(self, path: str | os.PathLike[str], max_tokens: int | None, load: Callable[..., bool]) -> list[int]:
+        """Shared by the whole-context and per-sequence loaders: ``load(path, tokens, capacity, n_out)``."""
         if not Path(path).is_file():
             raise FileNotFoundError(f"state file not found: {path}")
         cap = max_tokens if max_tokens is not None else self.n_ctx
         toks = ffi.new("llama_token[]", cap)
         n = ffi.new("size_t *")
-        if not lib.llama_state_load_file(self.ptr, os.fsencode(path), toks, cap, n):
+        if not load(os.fsencode(path), toks, cap, n):
             raise LlamaError(_with_cause(f"could not load state from {path}"))
         return list(ffi.unpack(toks, n[0]))
