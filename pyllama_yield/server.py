@@ -322,6 +322,7 @@ class ServerContext:
         )
         slot.n_draft_total = slot.n_draft_accepted = 0
         slot.t_start = now()
+        slot.t_prompt_done = 0.0
         slot.state = SlotState.PROCESSING_PROMPT
         if self.draft_ctx is not None and n_keep:
             self._draft_prefill(slot, n_keep)
@@ -489,7 +490,6 @@ class ServerContext:
                     s.t_prompt_done = now()
                     self._accept(s, s.sampler.sample(self.ctx, s.i_batch))
 
-        accepted_counts: dict[int, int] = {}
         for s in generating:
             if not s.busy:
                 continue
@@ -502,23 +502,22 @@ class ServerContext:
                 if j == len(drafts) or tok != drafts[j]:
                     break
             s.cache_tokens.extend(drafts[: len(accepted) - 1])
+            # every draft accepted: the draft model never saw its own last draft
+            s.draft_kv_short = bool(drafts) and len(accepted) - 1 == len(drafts)
             if drafts:
                 s.n_draft_total += len(drafts)
                 s.n_draft_accepted += len(accepted) - 1
-                accepted_counts[s.id] = len(accepted) - 1
                 with self._stats_lock:
                     self._totals["draft_tokens"] += len(drafts)
                     self._totals["draft_accepted"] += len(accepted) - 1
-            n_drafts = len(drafts)
             for tok in accepted:
                 self._accept(s, tok)
                 if not s.busy:
                     break
-            s.n_drafted = n_drafts
 
         if spec and generating:
             # S2: processing is yielded when speculation is on; a failure raises after the yield
-            ok = self.queue.yield_to_queue(lambda: self._spec_process(generating, accepted_counts))
+            ok = self.queue.yield_to_queue(lambda: self._spec_process(generating))
             if not ok:
                 raise RuntimeError("failed to process speculative batch")
 
@@ -551,14 +550,13 @@ class ServerContext:
                     drafts.append(tok)
             s.drafts = drafts
 
-    def _spec_process(self, slots: list[Slot], accepted: dict[int, int]) -> bool:
+    def _spec_process(self, slots: list[Slot]) -> bool:
         """Bring both KV caches in line with the accepted tokens; runs in a yield."""
         assert self.draft_ctx is not None
         try:
             for s in slots:
                 keep = len(s.cache_tokens)
-                if s.n_drafted and accepted.get(s.id) == s.n_drafted:
-                    # all drafts accepted: the draft model never saw its own last draft
+                if s.draft_kv_short:
                     b = self.draft_batch
                     b.clear()
                     b.add(s.cache_tokens[-1], keep - 1, s.id, logits=False)
@@ -599,6 +597,16 @@ class ServerContext:
             self._finish(s, stop)
 
     def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
+        if cancelled:
+            self.responses.send(Result(s.id_task, {"error": "cancelled", "code": 499}, is_error=True))
+        else:
+            self.responses.send(Result(s.id_task, self._final_payload(s, stop)))
+        with self._stats_lock:
+            self._totals["predicted_tokens"] += len(s.generated)
+            self._totals["requests_finished"] += 1
+        self._release(s)
+
+    def _final_payload(self, s: Slot, stop: StopType) -> dict[str, Any]:
         req = s.request
         assert req is not None
         t_end = now()
@@ -606,7 +614,7 @@ class ServerContext:
         prompt_ms = ((s.t_prompt_done or t_end) - s.t_start) * 1e3
         gen_ms = (t_end - s.t_prompt_done) * 1e3 if s.t_prompt_done else 0.0
         n_prompt = len(s.prompt_tokens) - s.n_prompt_cached
-        payload = {
+        return {
             "content": s.text.take_sendable(True),
             "tokens": [] if req.stream else list(s.generated),
             "id_slot": s.id,
@@ -629,14 +637,6 @@ class ServerContext:
                 "draft_n_accepted": s.n_draft_accepted,
             },
         }
-        if cancelled:
-            self.responses.send(Result(s.id_task, {"error": "cancelled", "code": 499}, is_error=True))
-        else:
-            self.responses.send(Result(s.id_task, payload))
-        with self._stats_lock:
-            self._totals["predicted_tokens"] += n_pred
-            self._totals["requests_finished"] += 1
-        self._release(s)
 
     def _fail(self, s: Slot, message: str) -> None:
         self._send_error(s.id_task, message, 500)

@@ -119,7 +119,7 @@ class Slot:
     text: Any = None  # TextStream while busy
     i_batch: int = -1  # index in the current batch of the token whose logits we sample
     drafts: list[int] = field(default_factory=list)  # drafted for the coming step
-    n_drafted: int = 0  # drafts sent in the last step
+    draft_kv_short: bool = False  # all drafts of the last step accepted: the draft KV lacks the last one
     t_start: float = 0.0
     t_prompt_done: float = 0.0
     n_draft_total: int = 0
