@@ -79,7 +79,9 @@ def make_tiny_model(
     path = Path(path)
     rng = np.random.default_rng(seed)
 
-    writer = gguf.GGUFWriter(str(path), arch)
+    # written under a temporary name, then renamed: a crash never leaves half a model behind
+    tmp = path.with_name(path.name + ".tmp")
+    writer = gguf.GGUFWriter(str(tmp), arch)
     writer.add_name(f"pyllama-yield tiny {n_layer}x{n_embd} seed {seed}")
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(n_embd)
@@ -125,9 +127,7 @@ def make_tiny_model(
     norm("output_norm.weight")
     weight("output.weight", n_vocab, n_embd)
 
-    tmp = path.with_name(path.name + ".tmp")
-    writer.path = tmp  # write to a temporary name, then rename: a crash never leaves half a model
-    writer.write_header_to_file(tmp)
+    writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
