@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
@@ -57,3 +60,18 @@ def bench_model(directory: Path, name: str = "bench.gguf", **kwargs: object) -> 
     params: dict[str, object] = {"n_embd": 256, "n_layer": 4, "n_head": 8, "n_head_kv": 4, "seed": 7}
     params.update(kwargs)
     return make_tiny_model(Path(directory) / name, **params)  # type: ignore[arg-type]
+
+
+def run_clients(n: int, client: Callable[[int, Callable[[], object]], None]) -> float:
+    """Run ``client(i, start)`` on ``n`` threads; each calls ``start()`` when ready, and all go at once.
+
+    Returns the seconds from that common start until the last client is done."""
+    barrier = threading.Barrier(n + 1)
+    threads = [threading.Thread(target=client, args=(i, barrier.wait)) for i in range(n)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0

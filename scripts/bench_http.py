@@ -18,12 +18,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import bench_model, print_table, summarize_us, write_json  # noqa: E402
+from _bench import bench_model, print_table, run_clients, summarize_us, write_json  # noqa: E402
 
 
 def free_port() -> int:
@@ -51,10 +52,9 @@ def launch(cmd: list[str], port: int) -> subprocess.Popen:
 def load(port: int, clients: int, n_predict: int) -> dict:
     ttft: list[int] = []
     tokens = [0] * clients
-    barrier = threading.Barrier(clients + 1)
     lock = threading.Lock()
 
-    def client(i: int) -> None:
+    def client(i: int, start: Callable[[], object]) -> None:
         body = {
             "prompt": f"Client {i} says: once upon a time",
             "n_predict": n_predict,
@@ -64,7 +64,7 @@ def load(port: int, clients: int, n_predict: int) -> dict:
             "cache_prompt": False,
         }
         with httpx.Client(timeout=300) as c:
-            barrier.wait()
+            start()
             t0 = time.perf_counter_ns()
             first = True
             with c.stream("POST", f"http://127.0.0.1:{port}/completion", json=body) as r:
@@ -79,14 +79,7 @@ def load(port: int, clients: int, n_predict: int) -> dict:
                     if event.get("stop"):
                         tokens[i] = event.get("tokens_predicted", n_predict)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = run_clients(clients, client)
     s = summarize_us(ttft)
     return {
         "tokens": sum(tokens),

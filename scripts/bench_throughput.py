@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import bench_model, print_table, write_json  # noqa: E402
+from _bench import bench_model, print_table, run_clients, write_json  # noqa: E402
 
 from pyllama_yield.server import ServerContext  # noqa: E402
 from pyllama_yield.testing import make_draft_model  # noqa: E402
@@ -28,10 +27,9 @@ def run(model: Path, n_slots: int, n_predict: int, threads: int, **kw) -> dict:
     with ServerContext(model, n_ctx=n_predict + 64, n_parallel=n_slots, n_threads=threads, **kw) as srv:
         srv.complete({"prompt": "warm up", "n_predict": 4, "temperature": 0.0})
         results: list[dict] = []
-        barrier = threading.Barrier(n_slots + 1)
 
-        def client(i: int) -> None:
-            barrier.wait()
+        def client(i: int, start: Callable[[], object]) -> None:
+            start()
             results.append(
                 srv.complete(
                     {
@@ -43,14 +41,7 @@ def run(model: Path, n_slots: int, n_predict: int, threads: int, **kw) -> dict:
                 )
             )
 
-        ts = [threading.Thread(target=client, args=(i,)) for i in range(n_slots)]
-        for t in ts:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in ts:
-            t.join()
-        wall = time.perf_counter() - t0
+        wall = run_clients(n_slots, client)
         m = srv.metrics()
     n = sum(r["tokens_predicted"] for r in results)
     return {
