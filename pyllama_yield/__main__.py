@@ -107,8 +107,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     with ExitStack() as stack:
         srv = _server_context(args, stack).start()
-        stack.callback(srv.stop)
         app = build_app(srv, api_key=args.api_key)
+        stack.callback(app.state.pyllama.bridge.close)  # last: joins the HTTP threads srv.stop woke
+        stack.callback(srv.stop)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
         )

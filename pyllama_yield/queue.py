@@ -393,6 +393,7 @@ class ServerResponse:
         with self._cond:
             self._waiting -= ids
             self._results = [r for r in self._results if r.id not in ids]
+            self._cond.notify_all()  # a reader blocked on these ids must not wait for nothing
 
     def _take(self, ids: set[int]) -> Result | None:
         for i, r in enumerate(self._results):
@@ -407,11 +408,13 @@ class ServerResponse:
     def recv(self, ids: Iterable[int] | int) -> Result:
         """Block until a result for one of ``ids`` arrives."""
         result = self.recv_with_timeout(ids, None)
-        assert result is not None
+        if result is None:
+            raise QueueError(f"no longer waiting for task(s) {ids}")
         return result
 
     def recv_with_timeout(self, ids: Iterable[int] | int, timeout_s: float | None) -> Result | None:
-        """Like :meth:`recv`; returns None after ``timeout_s`` seconds without a result."""
+        """Like :meth:`recv`; returns None after ``timeout_s`` seconds without a result, or at once
+        when nobody waits for any of ``ids`` any more (their reader was stopped)."""
         wanted = {ids} if isinstance(ids, int) else set(ids)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
@@ -420,6 +423,8 @@ class ServerResponse:
                 result = self._take(wanted)
                 if result is not None:
                     return result
+                if not wanted & self._waiting:
+                    return None
                 if deadline is None:
                     self._cond.wait()
                 else:
@@ -472,6 +477,7 @@ class ResponseReader:
         self.ids: list[int] = []
         self._finished: set[int] = set()
         self.cancelled = False
+        self.stopped = False
 
     def __enter__(self) -> ResponseReader:
         return self
@@ -504,8 +510,8 @@ class ResponseReader:
         while True:
             result = self.responses.recv_with_timeout(pending, self.poll_interval_s)
             if result is None:
-                if should_stop():
-                    return None
+                if self.stopped or should_stop():
+                    return None  # stopped from another thread (client gone), or asked to
                 continue
             return self._account(result)
 
@@ -545,7 +551,9 @@ class ResponseReader:
         return BatchResponse(results=[finals[i] for i in self.ids if i in finals])
 
     def stop(self) -> None:
-        """Stop waiting; post cancel tasks (at the front) for tasks that have not finished."""
+        """Stop waiting (a thread blocked in :meth:`next` returns None); post cancel tasks (at the
+        front) for tasks that have not finished."""
+        self.stopped = True
         self.responses.remove_waiting_task_ids(self.ids)
         if self.has_next():
             self.cancelled = True

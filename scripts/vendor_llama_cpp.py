@@ -45,11 +45,12 @@ KEEP = [
     "vendor/nlohmann",
     "vendor/sheredom",
     "vendor/stb",
-    # Reference code read (not built) by our ports: the server queue and speculative decoding.
+    # llama.cpp's common/ library: our C shim (csrc/) builds the part llama-server relies on for
+    # request handling (JSON schema -> grammar; chat templates and tool-call parsing later).
+    "common",
+    # Reference code read (not built) by our ports: the server queue.
     "tools/server/server-queue.h",
     "tools/server/server-queue.cpp",
-    "common/speculative.h",
-    "common/speculative.cpp",
 ]
 
 # Vocab files used by the tests and by the tiny models we generate, with their test vectors.

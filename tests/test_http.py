@@ -16,6 +16,7 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
+REPO = Path(__file__).resolve().parents[1]
 API_KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
@@ -34,6 +35,7 @@ def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.STDOUT,
         text=True,
         cwd=model.parent,
+        env={**os.environ, "PYTHONPATH": str(REPO)},  # the checkout's code, as the tests import it
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -141,11 +143,12 @@ def test_bad_input_400_and_auth_401(server):
         r = server.post("/completion", content=body)
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     for payload in [
-        {"prompt": "x", "bogus": 1},
         {"prompt": "x", "n_predict": "many"},
         {"prompt": "x", "n_predict": -7},
         {"prompt": "word " * 3000, "n_predict": 1},
-        {"prompt": "x", "stream": True, "n_predict": 10**9},
+        {"prompt": "x", "stream": True, "n_predict": 2**31},
+        {"prompt": "x", "grammar": "root ::= nonsense"},
+        {"prompt": "x", "json_schema": {"$ref": "#/nowhere"}},
     ]:
         r = server.post("/completion", json=payload)
         assert r.status_code == 400, (payload, r.text)

@@ -21,7 +21,7 @@ PROMPTS = [
 
 
 def greedy(prompt: str, n: int = 12, **kw) -> dict:
-    return {"prompt": prompt, "n_predict": n, "temperature": 0.0, "ignore_eos": True, **kw}
+    return {"prompt": prompt, "n_predict": n, "temperature": 0.0, "ignore_eos": True, "return_tokens": True, **kw}
 
 
 @pytest.fixture(scope="module")
@@ -124,14 +124,21 @@ def test_yield_decode_false_makes_metrics_wait_for_the_decode(tiny_model_path):
 
 
 def test_llama_cpp_is_only_called_on_the_loop_thread(tiny_model_path, monkeypatch):
-    from pyllama_yield import llama
+    """Everything that touches the context or a sampler runs on the loop thread; tokenizing (the
+    vocab is read-only) runs on the caller's thread, so a long prompt never stalls the loop."""
+    from pyllama_yield import common, llama
 
     threads: set[int] = set()
+    tokenized_on: set[int] = set()
+    orig_tokenize = llama.Vocab.tokenize
+    monkeypatch.setattr(
+        llama.Vocab, "tokenize", lambda *a, **k: tokenized_on.add(threading.get_ident()) or orig_tokenize(*a, **k)
+    )
     for cls, name in [
         (llama.Context, "decode"),
-        (llama.Sampler, "sample"),
-        (llama.Vocab, "tokenize"),
-        (llama.Vocab, "token_to_piece"),
+        (common.CommonSampler, "sample"),
+        (common.CommonSampler, "accept"),
+        (common.CommonSampler, "__init__"),
         (llama.Context, "seq_rm"),
     ]:
         orig = getattr(cls, name)
@@ -147,6 +154,7 @@ def test_llama_cpp_is_only_called_on_the_loop_thread(tiny_model_path, monkeypatc
         assert all(r.wait_for_all().error is None for r in readers)
         loop = srv._loop_thread.ident
     assert threads == {loop} and metrics
+    assert tokenized_on == {threading.get_ident()}
 
 
 def test_cancel_mid_generation_frees_the_slot(tiny_model_path):
@@ -183,18 +191,21 @@ def test_cancel_of_a_deferred_request_removes_it_and_no_waiter_hangs(tiny_model_
 
 def test_bad_requests_fail_alone_and_the_server_keeps_serving(tiny_model_path):
     with ServerContext(tiny_model_path, n_ctx=256, n_parallel=1, n_threads=1) as srv:
-        for bad, match in [
+        for bad, match in [  # refused before they are posted, on the caller's thread
             ({"prompt": "x " * 400, "n_predict": 2}, "exceeds the available context"),
             ({"prompt": "hi", "n_predict": -5}, "n_predict"),
-            ({"prompt": "hi", "bogus": 1}, "unknown field"),
             ({"prompt": [10**7]}, "out of range"),
-            ({"prompt": ""}, "empty"),
+            ({"prompt": []}, "empty"),
             ({"prompt": "hi", "temperature": "hot"}, "temperature"),
+            ({"prompt": "hi", "json_schema": {"$ref": "#/nowhere"}}, "json_schema"),
         ]:
             with pytest.raises(ValueError, match=match):
                 srv.complete(bad)
-        assert srv.complete(greedy("still here", 3))["tokens_predicted"] == 3
-        assert srv.metrics()["requests_failed"] == 6
+        # a grammar that llama.cpp cannot parse fails in the loop, alone
+        with pytest.raises(ValueError, match="grammar"):
+            srv.complete({"prompt": "hi", "grammar": "root ::= undefined-rule"})
+        assert srv.complete(greedy("still here", 3, bogus=1))["tokens_predicted"] == 3  # unknown fields: ignored
+        assert srv.metrics()["requests_failed"] == 1
 
 
 def test_stop_strings_streaming_and_prompt_cache(tiny_model_path, alone):

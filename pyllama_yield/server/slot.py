@@ -1,91 +1,16 @@
-"""Completion requests and the per-slot generation state of the server context.
+"""The per-slot generation state of the server context, and the text stream of a slot.
 
-Nothing here calls llama.cpp: the server context (``server.py``) does, on its loop thread.
+Nothing here calls llama.cpp: the server context (``context.py``) does, on its loop thread.
 """
 
 from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-MAX_N_PREDICT = 1 << 20
-
-
-@dataclass
-class CompletionRequest:
-    """A completion's prompt and sampling parameters (llama-server's field names)."""
-
-    prompt: str | list[int] = ""
-    messages: list[dict[str, str]] | None = None  # chat: formatted with the model's template into the prompt
-    n_predict: int = -1  # -1: until EOG, a stop string, or the slot's context is full
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    seed: int = 0xFFFFFFFF
-    repeat_penalty: float = 1.0
-    repeat_last_n: int = 64
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
-    stop: list[str] = field(default_factory=list)
-    ignore_eos: bool = False
-    stream: bool = False
-    cache_prompt: bool = True
-    id_slot: int = -1
-    add_special: bool = True  # add BOS (as the model's vocab asks) when the prompt is text
-    parse_special: bool = True
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CompletionRequest:
-        """Build from JSON-like data; unknown fields and wrong types raise ``ValueError``."""
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ValueError(f"unknown field(s): {', '.join(unknown)}")
-        req = cls(**data)
-        req.validate()
-        return req
-
-    def validate(self) -> None:
-        def check(name: str, ok: bool, what: str) -> None:
-            if not ok:
-                raise ValueError(f"'{name}' must be {what}, got {getattr(self, name)!r}")
-
-        def is_int(v: object) -> bool:
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        def is_num(v: object) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-        p = self.prompt
-        check(
-            "prompt",
-            isinstance(p, str) or (isinstance(p, list) and all(is_int(t) for t in p)),
-            "a string or a list of token ids",
-        )
-        check(
-            "n_predict",
-            is_int(self.n_predict) and -1 <= self.n_predict <= MAX_N_PREDICT,
-            f"an integer in [-1, {MAX_N_PREDICT}]",
-        )
-        for name in ("temperature", "top_p", "min_p", "repeat_penalty", "frequency_penalty", "presence_penalty"):
-            check(name, is_num(getattr(self, name)), "a number")
-        check("top_k", is_int(self.top_k), "an integer")
-        check("top_p", 0.0 <= self.top_p <= 1.0, "in [0, 1]")
-        check("min_p", 0.0 <= self.min_p <= 1.0, "in [0, 1]")
-        check("repeat_penalty", self.repeat_penalty > 0, "> 0")
-        check("repeat_last_n", is_int(self.repeat_last_n) and self.repeat_last_n >= -1, "an integer >= -1")
-        check("seed", is_int(self.seed) and 0 <= self.seed <= 0xFFFFFFFF, "an integer in [0, 2^32)")
-        check(
-            "stop",
-            isinstance(self.stop, list) and all(isinstance(s, str) and s for s in self.stop),
-            "a list of non-empty strings",
-        )
-        for name in ("ignore_eos", "stream", "cache_prompt", "add_special", "parse_special"):
-            check(name, isinstance(getattr(self, name), bool), "a boolean")
-        check("id_slot", is_int(self.id_slot), "an integer")
+from .task import CompletionTask
 
 
 class SlotState(enum.Enum):
@@ -108,8 +33,8 @@ class Slot:
     id: int
     state: SlotState = SlotState.IDLE
     id_task: int = -1
-    request: CompletionRequest | None = None
-    sampler: Any = None  # llama.Sampler while busy
+    task: CompletionTask | None = None
+    sampler: Any = None  # common.CommonSampler while busy
     cache_tokens: list[int] = field(default_factory=list)  # what the KV cache holds for this seq
     prompt_tokens: list[int] = field(default_factory=list)
     n_prompt_done: int = 0  # prompt tokens in the KV cache (cached prefix + processed)
@@ -124,6 +49,9 @@ class Slot:
     t_prompt_done: float = 0.0
     n_draft_total: int = 0
     n_draft_accepted: int = 0
+    probs: list[dict[str, Any]] = field(default_factory=list)  # completion_probabilities, one per token
+    truncated: bool = False  # stopped because the slot's context filled up
+    n_probs_sent: int = 0  # of which already streamed
 
     @property
     def busy(self) -> bool:
@@ -132,7 +60,7 @@ class Slot:
     def reset(self) -> None:
         self.state = SlotState.IDLE
         self.id_task = -1
-        self.request = None
+        self.task = None
         if self.sampler is not None:
             self.sampler.close()
         self.sampler = None
@@ -142,6 +70,9 @@ class Slot:
         self.text = None
         self.i_batch = -1
         self.drafts = []
+        self.probs = []
+        self.truncated = False
+        self.n_probs_sent = 0
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -1,0 +1,198 @@
+// The C side of common_shim.h: C++ exceptions never cross into C (or Python); they become an
+// error string.
+#include "common_shim.h"
+
+#include "common.h"
+#include "json-schema-to-grammar.h"
+#include "json.h"
+#include "sampling.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace {
+
+char * dup_string(const std::string & s) {
+    char * out = static_cast<char *>(std::malloc(s.size() + 1));
+    if (out != nullptr) {
+        std::memcpy(out, s.data(), s.size() + 1);
+    }
+    return out;
+}
+
+template <typename F>
+char * guarded(char ** error, F && fn) {
+    if (error != nullptr) {
+        *error = nullptr;
+    }
+    try {
+        return dup_string(fn());
+    } catch (const std::exception & e) {
+        if (error != nullptr) {
+            *error = dup_string(e.what());
+        }
+    } catch (...) {
+        if (error != nullptr) {
+            *error = dup_string("unknown C++ exception");
+        }
+    }
+    return nullptr;
+}
+
+void set_error(char ** error, const char * what) {
+    if (error != nullptr) {
+        *error = dup_string(what);
+    }
+}
+
+// Overwrite the fields named in `j`; the rest keep common_params_sampling's defaults.
+template <typename T>
+void read(const common_json & j, const char * key, T & out) {
+    if (j.contains(key) && !j.at(key).is_null()) {
+        out = j.at(key).get<T>();
+    }
+}
+
+common_params_sampling sampling_params_from_json(const common_json & j) {
+    common_params_sampling p;
+    read(j, "seed", p.seed);
+    read(j, "n_prev", p.n_prev);
+    read(j, "n_probs", p.n_probs);
+    read(j, "min_keep", p.min_keep);
+    read(j, "top_k", p.top_k);
+    read(j, "top_p", p.top_p);
+    read(j, "min_p", p.min_p);
+    read(j, "xtc_probability", p.xtc_probability);
+    read(j, "xtc_threshold", p.xtc_threshold);
+    read(j, "typ_p", p.typ_p);
+    read(j, "temp", p.temp);
+    read(j, "dynatemp_range", p.dynatemp_range);
+    read(j, "dynatemp_exponent", p.dynatemp_exponent);
+    read(j, "penalty_last_n", p.penalty_last_n);
+    read(j, "penalty_repeat", p.penalty_repeat);
+    read(j, "penalty_freq", p.penalty_freq);
+    read(j, "penalty_present", p.penalty_present);
+    read(j, "dry_multiplier", p.dry_multiplier);
+    read(j, "dry_base", p.dry_base);
+    read(j, "dry_allowed_length", p.dry_allowed_length);
+    read(j, "dry_penalty_last_n", p.dry_penalty_last_n);
+    read(j, "adaptive_target", p.adaptive_target);
+    read(j, "adaptive_decay", p.adaptive_decay);
+    read(j, "mirostat", p.mirostat);
+    read(j, "top_n_sigma", p.top_n_sigma);
+    read(j, "mirostat_tau", p.mirostat_tau);
+    read(j, "mirostat_eta", p.mirostat_eta);
+    read(j, "ignore_eos", p.ignore_eos);
+    read(j, "dry_sequence_breakers", p.dry_sequence_breakers);
+    read(j, "grammar_lazy", p.grammar_lazy);
+    read(j, "generation_prompt", p.generation_prompt);
+    if (j.contains("samplers")) {
+        p.samplers = common_sampler_types_from_names(j.at("samplers").get<std::vector<std::string>>());
+    }
+    if (j.contains("grammar") && !j.at("grammar").get<std::string>().empty()) {
+        // user grammars are never prefilled; the grammar type only matters for that and for chat parsing
+        const auto type = static_cast<common_grammar_type>(j.value("grammar_type", (int) COMMON_GRAMMAR_TYPE_USER));
+        p.grammar = common_grammar(type, j.at("grammar").get<std::string>());
+    }
+    if (j.contains("grammar_triggers")) {
+        for (const auto & t : j.at("grammar_triggers")) {
+            common_grammar_trigger trigger;
+            trigger.type = static_cast<common_grammar_trigger_type>(t.at("type").get<int>());
+            trigger.value = t.at("value").get<std::string>();
+            trigger.token = t.value("token", (int) LLAMA_TOKEN_NULL);
+            p.grammar_triggers.push_back(std::move(trigger));
+        }
+    }
+    if (j.contains("preserved_tokens")) {
+        for (const auto & t : j.at("preserved_tokens")) {
+            p.preserved_tokens.insert(t.get<llama_token>());
+        }
+    }
+    if (j.contains("logit_bias")) {
+        for (const auto & b : j.at("logit_bias")) {
+            // JSON has no infinity: null stands for -inf, a banned token
+            const float bias = b.at(1).is_null() ? -INFINITY : b.at(1).get<float>();
+            p.logit_bias.push_back({b.at(0).get<llama_token>(), bias});
+        }
+    }
+    return p;
+}
+
+}  // namespace
+
+struct pyly_sampler {
+    common_sampler * smpl;
+};
+
+extern "C" pyly_sampler * pyly_sampler_init(const void * model, const char * params_json, char ** error) {
+    if (error != nullptr) {
+        *error = nullptr;
+    }
+    try {
+        auto params = sampling_params_from_json(common_json::parse(params_json));
+        common_sampler * smpl = common_sampler_init(static_cast<const llama_model *>(model), params);
+        if (smpl == nullptr) {
+            set_error(error, "llama.cpp could not create the sampler (is the grammar valid?)");
+            return nullptr;
+        }
+        return new pyly_sampler{smpl};
+    } catch (const std::exception & e) {
+        set_error(error, e.what());
+    }
+    return nullptr;
+}
+
+extern "C" void pyly_sampler_free(pyly_sampler * smpl) {
+    if (smpl != nullptr) {
+        common_sampler_free(smpl->smpl);
+        delete smpl;
+    }
+}
+
+extern "C" int pyly_sampler_sample(pyly_sampler * smpl, void * ctx, int idx, char ** error) {
+    if (error != nullptr) {
+        *error = nullptr;
+    }
+    try {
+        return common_sampler_sample(smpl->smpl, static_cast<llama_context *>(ctx), idx);
+    } catch (const std::exception & e) {
+        set_error(error, e.what());
+    }
+    return -1;
+}
+
+extern "C" int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_generated, char ** error) {
+    if (error != nullptr) {
+        *error = nullptr;
+    }
+    try {
+        common_sampler_accept(smpl->smpl, token, is_generated != 0);
+        return 0;
+    } catch (const std::exception & e) {  // e.g. a grammar that cannot accept the token
+        set_error(error, e.what());
+    }
+    return -1;
+}
+
+extern "C" int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, float * probs, float * p_selected) {
+    const llama_token_data_array * cur = common_sampler_get_candidates(smpl->smpl, true);
+    *p_selected = cur->selected >= 0 ? cur->data[cur->selected].p : 1.0f;
+    int k = 0;
+    for (; k < n && static_cast<size_t>(k) < cur->size; k++) {
+        ids[k] = cur->data[k].id;
+        probs[k] = cur->data[k].p;
+    }
+    return k;
+}
+
+extern "C" char * pyly_json_schema_to_grammar(const char * schema_json, char ** error) {
+    return guarded(error, [&] { return json_schema_to_grammar(common_json::parse(schema_json)); });
+}
+
+extern "C" void pyly_free(void * ptr) {
+    std::free(ptr);
+}

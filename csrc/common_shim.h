@@ -1,0 +1,47 @@
+/* A narrow C interface to the parts of llama.cpp's common/ library that llama-server uses to
+ * handle requests. Strings in and out are UTF-8 JSON or text; every returned string is malloc'd
+ * and owned by the caller (free it with pyly_free). On failure a function returns NULL and, when
+ * `error` is not NULL, sets *error to a malloc'd message. Plain C so that cffi can bind it. */
+#ifndef PYLLAMA_COMMON_SHIM_H
+#define PYLLAMA_COMMON_SHIM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(PYLY_BUILD)
+#    define PYLY_API __declspec(dllexport)
+#elif defined(_WIN32)
+#    define PYLY_API __declspec(dllimport)
+#else
+#    define PYLY_API __attribute__((visibility("default")))
+#endif
+
+/* GBNF for a JSON schema (given as JSON text), exactly as llama-server converts `json_schema`
+ * and `response_format`. */
+PYLY_API char * pyly_json_schema_to_grammar(const char * schema_json, char ** error);
+
+/* llama-server's sampler (common_sampler): its chain order, logit biases, DRY, XTC, mirostat,
+ * grammar applied by rejection sampling, lazy grammars with triggers. `params_json` holds the
+ * fields of common_params_sampling under their C++ names; fields left out keep their defaults.
+ * `model` and `ctx` are a `struct llama_model *` and a `struct llama_context *`. */
+typedef struct pyly_sampler pyly_sampler;
+
+PYLY_API pyly_sampler * pyly_sampler_init(const void * model, const char * params_json, char ** error);
+PYLY_API void pyly_sampler_free(pyly_sampler * smpl);
+/* Samples from output `idx` of the last decode; does not accept the token. Returns -1 (and sets
+ * *error) on failure, e.g. when a grammar leaves no valid token. */
+PYLY_API int pyly_sampler_sample(pyly_sampler * smpl, void * ctx, int idx, char ** error);
+/* Returns 0, or -1 (and sets *error) when the grammar cannot accept the token. */
+PYLY_API int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_generated, char ** error);
+/* The candidates of the last sample after the whole chain, sorted by probability: writes up to
+ * `n` ids and probabilities and the sampled token's probability, returns how many were written. */
+PYLY_API int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, float * probs, float * p_selected);
+
+PYLY_API void pyly_free(void * ptr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,65 @@
+"""The Starlette app: routes of each family mounted over one server context, auth and errors.
+
+The HTTP layer only posts tasks and reads results; it never calls llama.cpp. Needs the
+``server`` extra: ``pip install 'pyllama-yield[server]'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..server import ServerContext
+from . import native, openai
+from .app_state import AppState
+from .bridge import Bridge
+from .errors import ApiError, error_response
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _endpoint(fn: Handler, public: bool = False) -> Handler:
+    async def wrapped(request: Request) -> Response:
+        state: AppState = request.app.state.pyllama
+        if state.api_key and not public:
+            auth = request.headers.get("authorization", "")
+            given = auth[7:] if auth.lower().startswith("bearer ") else request.headers.get("x-api-key")
+            if given != state.api_key:
+                return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
+        try:
+            return await fn(request)
+        except ApiError as exc:
+            return error_response(exc)
+
+    return wrapped
+
+
+# path, handler, methods, public (no API key needed)
+ROUTES: list[tuple[str, Handler, list[str], bool]] = [
+    ("/health", native.health, ["GET"], True),
+    ("/v1/health", native.health, ["GET"], True),
+    ("/metrics", native.metrics, ["GET"], False),
+    ("/slots", native.slots, ["GET"], False),
+    ("/tokenize", native.tokenize, ["POST"], False),
+    ("/detokenize", native.detokenize, ["POST"], False),
+    ("/completion", native.completion, ["POST"], False),
+    ("/completions", native.completion, ["POST"], False),
+    ("/v1/models", openai.models, ["GET"], False),
+    ("/models", openai.models, ["GET"], False),
+    ("/v1/completions", openai.completions, ["POST"], False),
+    ("/v1/chat/completions", openai.chat_completions, ["POST"], False),
+    ("/chat/completions", openai.chat_completions, ["POST"], False),
+]
+
+
+def build_app(srv: ServerContext, *, api_key: str | None = None, poll_interval_s: float = 0.25) -> Starlette:
+    """The Starlette app serving ``srv`` (which must be started)."""
+    app = Starlette(
+        routes=[Route(path, _endpoint(fn, public), methods=methods) for path, fn, methods, public in ROUTES]
+    )
+    app.state.pyllama = AppState(srv, Bridge(srv, poll_interval_s), api_key)
+    return app

@@ -1,0 +1,159 @@
+"""Between the HTTP event loop and the server context: post tasks, await results, stream SSE.
+
+The event loop never blocks: tokenizing a request and waiting on the result queue run in worker
+threads (the binding releases the GIL), so ``/health`` and ``/metrics`` answer during a long
+prompt. A client that goes away gets its tasks cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from ..queue import ResponseReader, Result, Task, TaskType
+from ..server import CompletionParams, CompletionTask, ContextOverflowError, ServerContext
+from .errors import ApiError, error_json, result_error
+
+__all__ = ["Bridge", "sse"]
+
+T = TypeVar("T")
+
+
+def sse(item: Any) -> str:
+    return f"data: {item if isinstance(item, str) else json.dumps(item)}\n\n"
+
+
+class DisconnectWatch:
+    """Sets ``event`` when the client goes away (the ASGI ``http.disconnect`` message)."""
+
+    def __init__(self, request: Request) -> None:
+        self.event = threading.Event()
+        self._request = request
+        self._task: asyncio.Task | None = None
+
+    async def _watch(self) -> None:
+        while True:
+            message = await self._request.receive()
+            if message["type"] == "http.disconnect":
+                self.event.set()
+                return
+
+    def __enter__(self) -> DisconnectWatch:
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+class Bridge:
+    """Blocking work (tokenizing, waiting for results) runs on threads this bridge owns: a wait
+    ends when its reader is stopped or the server stops, and :meth:`close` joins them all, so no
+    thread outlives the server."""
+
+    def __init__(self, srv: ServerContext, poll_interval_s: float = 0.25, max_threads: int = 512) -> None:
+        self.srv = srv
+        self.poll_interval_s = poll_interval_s
+        self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="pyllama-http")
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a bridge thread, awaited without blocking the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+
+    def close(self) -> None:
+        """Join every bridge thread; call after the server context stopped (which wakes waiters)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    async def _next(self, reader: ResponseReader, should_stop: Callable[[], bool]) -> Result | None:
+        return await self.run(reader.next, should_stop)
+
+    async def call(self, task_type: TaskType, payload: Any = None) -> Result:
+        """One task, one result (metrics, slot save/restore)."""
+        with ResponseReader(self.srv.queue, self.srv.responses, self.poll_interval_s) as reader:
+            reader.post_task(Task(task_type, payload=payload))
+            res = await self._next(reader, lambda: False)
+        assert res is not None
+        if res.is_error:
+            raise result_error(res)
+        return res
+
+    async def make_tasks(
+        self, data: dict[str, Any], prompt: Any = None, params: CompletionParams | None = None
+    ) -> list[CompletionTask]:
+        """Validate and tokenize off the event loop; a bad request is a 400 in llama-server's words."""
+        try:
+            return await self.run(lambda: self.srv.make_tasks(data, prompt, params=params))
+        except ContextOverflowError as exc:
+            raise ApiError(
+                str(exc), 400, "exceed_context_size_error", n_prompt_tokens=exc.n_prompt_tokens, n_ctx=exc.n_ctx
+            ) from None
+        except ValueError as exc:
+            raise ApiError(str(exc)) from None
+
+    def submit(self, tasks: list[CompletionTask]) -> ResponseReader:
+        return self.srv.submit(tasks, self.poll_interval_s)
+
+    async def run_to_end(self, request: Request, tasks: list[CompletionTask]) -> list[dict[str, Any]]:
+        """Non-streaming: every task's final payload, in the request's order. A disconnect cancels."""
+        finals: dict[int, dict[str, Any]] = {}
+        with DisconnectWatch(request) as watch, self.submit(tasks) as reader:
+            while len(finals) < len(tasks):
+                res = await self._next(reader, watch.event.is_set)
+                if res is None:  # the client left
+                    raise ApiError("client disconnected", 499)
+                if res.is_error:
+                    raise result_error(res)
+                if res.is_final:
+                    finals[res.id] = res.payload
+        return sorted(finals.values(), key=lambda p: p["index"])
+
+    async def stream(
+        self, tasks: list[CompletionTask], render: Callable[[Result], list[Any]], done: str | None
+    ) -> StreamingResponse:
+        """Server-sent events; ``render`` turns a result into SSE data items, ``done`` ends the stream
+        (OpenAI's ``[DONE]``; llama-server's native stream has none).
+
+        The first result is awaited before the response starts, so a rejected request is a plain
+        HTTP error, not an event stream."""
+        reader = self.submit(tasks)
+        first = await self._next(reader, lambda: False)
+        if first is not None and first.is_error:
+            reader.stop()
+            raise result_error(first)
+
+        async def events() -> AsyncIterator[str]:
+            batch = [first] if first is not None else []
+            n_final = 0
+            try:
+                while batch:
+                    out = []
+                    for res in batch:
+                        if res.is_error:
+                            out.append(sse({"error": error_json(result_error(res))}))
+                            break
+                        out += [sse(item) for item in render(res)]
+                        n_final += res.is_final
+                    if batch[-1].is_error:
+                        yield "".join(out)
+                        return
+                    if n_final == len(tasks):
+                        yield "".join(out) + (sse(done) if done else "")
+                        return
+                    yield "".join(out)  # one write per burst of tokens
+                    # one thread hop per burst: every result already waiting comes along
+                    batch = await self.run(reader.next_available, lambda: False)
+            finally:
+                reader.stop()  # cancels the request if the client went away mid-stream
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )

@@ -1,0 +1,113 @@
+"""llama-server's own routes: /health, /metrics, /slots, /tokenize, /detokenize, /completion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from ..queue import Result, TaskType
+from ..server.probs import valid_utf8
+from .app_state import AppState, json_body
+from .errors import ApiError
+from .prometheus import prometheus_text
+
+INTERNAL = ("n_prompt_tokens_cache",)  # carried for the OpenAI routes, not part of llama-server's shape
+
+
+def native_payload(payload: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    out = {k: v for k, v in payload.items() if k not in INTERNAL}
+    if model is not None:
+        out["model"] = model
+    return out
+
+
+def select_fields(payload: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    """``response_fields``: keep only these; ``a/b`` brings ``b`` of ``a`` up to the root."""
+    out: dict[str, Any] = {}
+    for path in fields:
+        node: Any = payload
+        for key in path.split("/"):
+            if not isinstance(node, dict) or key not in node:
+                break
+            node = node[key]
+        else:
+            out[path.split("/")[-1]] = node
+    return out
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    m = (await state.bridge.call(TaskType.METRICS)).payload
+    return PlainTextResponse(prometheus_text(m), media_type="text/plain; version=0.0.4")
+
+
+async def slots(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    return JSONResponse((await state.bridge.call(TaskType.METRICS)).payload["slots"])
+
+
+async def tokenize(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    body = await json_body(request)
+    content = body.get("content")
+    if not isinstance(content, str):
+        raise ApiError("'content' must be a string")
+    add_special = body.get("add_special", False)
+    parse_special = body.get("parse_special", True)
+    if not isinstance(add_special, bool) or not isinstance(parse_special, bool):
+        raise ApiError("'add_special' and 'parse_special' must be booleans")
+    srv = state.srv
+
+    def run() -> dict[str, Any]:
+        tokens = srv.tokenize(content, add_special, parse_special)
+        if not body.get("with_pieces"):
+            return {"tokens": tokens}
+        out = []
+        for t in tokens:
+            piece = srv.piece(t)
+            text = valid_utf8(piece)
+            out.append({"id": t, "piece": text if text.encode() == piece else list(piece)})
+        return {"tokens": out}
+
+    return JSONResponse(await state.bridge.run(run))
+
+
+async def detokenize(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    body = await json_body(request)
+    tokens = body.get("tokens", [])
+    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        raise ApiError("'tokens' must be a list of token ids")
+    srv = state.srv
+    try:
+        content = await state.bridge.run(srv.detokenize, tokens)
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    return JSONResponse({"content": content})
+
+
+async def completion(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    body = await json_body(request)
+    tasks = await state.bridge.make_tasks(body)
+    model = state.model_name
+    fields = tasks[0].params.response_fields
+
+    def shape(payload: dict[str, Any]) -> dict[str, Any]:
+        out = native_payload(payload, model if payload.get("stop") else None)
+        return select_fields(out, fields) if fields and payload.get("stop") else out
+
+    if tasks[0].params.stream:
+
+        def render(r: Result) -> list[Any]:
+            return [shape(r.payload)]
+
+        return await state.bridge.stream(tasks, render, done=None)
+    finals = [shape(p) for p in await state.bridge.run_to_end(request, tasks)]
+    return JSONResponse(finals[0] if len(finals) == 1 else finals)

@@ -1,0 +1,130 @@
+"""OpenAI request shapes, mapped onto llama-server's fields as llama-server maps them.
+
+Every other request field is read by ``server.params.CompletionParams`` (the native fields are
+accepted on the OpenAI routes too); this module holds only what differs: the chat messages,
+``response_format``, OpenAI's ``logprobs``/``top_logprobs``, and the fields llama-server refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from .errors import ApiError
+
+__all__ = ["ChatRequest", "chat_to_llama", "completion_to_llama"]
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[ContentPart] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    name: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _string_or_parts(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, (str, list)):
+            raise ValueError("Expected 'content' to be a string or an array")
+        return v
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            for part in self.content:
+                if part.type not in ("text", "input_text"):
+                    raise ValueError(f"content part type '{part.type}' is not supported by this model (text only)")
+            return "".join(part.text or "" for part in self.content)
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    messages: list[Message]
+
+    @classmethod
+    def parse(cls, body: dict[str, Any]) -> ChatRequest:
+        if "messages" not in body:
+            raise ApiError("'messages' is required")
+        if not isinstance(body["messages"], list):
+            raise ApiError("Expected 'messages' to be an array")
+        for msg in body["messages"]:
+            if not isinstance(msg, dict):
+                raise ApiError("each message must be an object")
+            role = msg.get("role")
+            if role != "assistant" and "content" not in msg:
+                raise ApiError("All non-assistant messages must contain 'content'")
+            if role == "assistant" and "content" not in msg and "tool_calls" not in msg:
+                raise ApiError("Assistant message must contain either 'content' or 'tool_calls'!")
+        try:
+            return cls.model_validate({"messages": body["messages"]})
+        except ValidationError as exc:
+            raise ApiError("; ".join(e["msg"] for e in exc.errors())) from None
+
+    def template_messages(self) -> list[dict[str, str]]:
+        return [{"role": m.role, "content": m.text()} for m in self.messages]
+
+
+ResponseType = Literal["text", "json_object", "json_schema"]
+
+
+def _stop_list(body: dict[str, Any]) -> None:
+    if isinstance(body.get("stop"), str):
+        body["stop"] = [body["stop"]]
+
+
+def completion_to_llama(body: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/completions`` → llama-server fields (``oaicompat_completion_params_parse``)."""
+    if "prompt" not in body:
+        raise ApiError('"prompt" is required')
+    if body.get("echo") is True:
+        raise ApiError("Only no echo is supported")
+    for name in ("best_of", "suffix"):
+        if name in body:
+            raise ApiError(f"Unsupported param: {name}")
+    body = dict(body)
+    _stop_list(body)
+    return body
+
+
+def chat_to_llama(body: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/chat/completions`` → llama-server fields (``oaicompat_chat_params_parse``), the prompt aside."""
+    body = dict(body)
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        raise ApiError("tools param requires --jinja flag")
+    if body.get("tool_choice", "auto") not in ("auto", None):
+        raise ApiError("tool_choice param requires --jinja flag")
+    _stop_list(body)
+    schema = body.get("json_schema")
+    if schema is not None and body.get("grammar"):
+        raise ApiError("Cannot use both json_schema and grammar")
+    fmt = body.get("response_format")
+    if fmt is not None:
+        if not isinstance(fmt, dict):
+            raise ApiError("response_format must be an object")
+        kind = fmt.get("type", "")
+        if kind == "json_object":
+            if "schema" in fmt or not schema:
+                schema = fmt.get("schema", {})
+        elif kind == "json_schema":
+            wrapper = fmt.get("json_schema", {})
+            schema = wrapper.get("schema", {}) if isinstance(wrapper, dict) else {}
+        elif kind not in ("", "text"):
+            raise ApiError(f'response_format type must be one of "text" or "json_object", but got: {kind}')
+        if schema is not None:
+            body["json_schema"] = schema
+    logprobs = body.pop("logprobs", None)
+    top = body.pop("top_logprobs", None)
+    if logprobs is True:
+        body["n_probs"] = 20 if top is None else top
+    elif top is not None:
+        raise ApiError("top_logprobs requires logprobs to be set to true")
+    return body

@@ -1,0 +1,93 @@
+"""llama.cpp's common/ library, through the narrow C interface of ``csrc/common_shim.h``.
+
+llama-server handles requests with pieces that live in common/, not in libllama: the JSON-schema
+to grammar converter and ``common_sampler`` (its sampler chain order, grammar by rejection
+sampling, lazy grammars). We call those same pieces rather than re-implementing them, so a
+request samples here exactly as it does in llama-server. Each call is one cffi call (the GIL is
+released); C++ exceptions arrive as error strings and are raised as Python exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ._common_cffi import ffi, lib
+from ._native import ffi as llama_ffi
+from .llama import Context, LlamaError, Model, _Owner
+
+__all__ = ["CommonSampler", "json_schema_to_grammar"]
+
+
+def _take_string(ptr: Any) -> str:
+    try:
+        return ffi.string(ptr).decode("utf-8", "replace")
+    finally:
+        lib.pyly_free(ptr)
+
+
+def _raise_from(error: Any, what: str, exc_type: type[Exception]) -> None:
+    message = _take_string(error[0]) if error[0] != ffi.NULL else "unknown error"
+    raise exc_type(f"{what}: {message}")
+
+
+def json_schema_to_grammar(schema: dict[str, Any] | list[Any] | bool | str) -> str:
+    """GBNF for a JSON schema (a parsed schema or its JSON text), as llama-server converts it.
+
+    Raises ``ValueError`` with llama.cpp's reason for a schema it cannot convert."""
+    text = schema if isinstance(schema, str) else json.dumps(schema)
+    error = ffi.new("char **")
+    out = lib.pyly_json_schema_to_grammar(text.encode(), error)
+    if out == ffi.NULL:
+        _raise_from(error, "cannot convert the JSON schema to a grammar", ValueError)
+    return _take_string(out)
+
+
+def _void(ptr: Any) -> Any:
+    """A llama.h pointer as this module's ``void *`` (the two cffi modules do not share types)."""
+    return ffi.cast("void *", int(llama_ffi.cast("uintptr_t", ptr)))
+
+
+class CommonSampler(_Owner):
+    """llama-server's sampler for one request (``common_sampler``).
+
+    ``params`` holds ``common_params_sampling`` fields under their C++ names (``temp``,
+    ``penalty_last_n``, ``logit_bias`` as ``[[token, bias], ...]``, ``samplers`` as names,
+    ``grammar``, ...); fields left out keep llama.cpp's defaults."""
+
+    _what = "sampler"
+
+    def __init__(self, model: Model, params: dict[str, Any]) -> None:
+        error = ffi.new("char **")
+        ptr = lib.pyly_sampler_init(_void(model.ptr), json.dumps(params).encode(), error)
+        if ptr == ffi.NULL:
+            _raise_from(error, "invalid sampling parameters", ValueError)
+        super().__init__(ptr, lib.pyly_sampler_free)
+        self._model = model  # the sampler reads the model's vocab
+
+    def sample(self, ctx: Context, idx: int = -1) -> int:
+        """Sample from output ``idx`` of the last decode (the token is not accepted yet)."""
+        error = ffi.new("char **")
+        token = lib.pyly_sampler_sample(self.ptr, _void(ctx.ptr), idx, error)
+        if token < 0:
+            _raise_from(error, "sampling failed", LlamaError)
+        return token
+
+    def accept(self, token: int, is_generated: bool = True) -> None:
+        """Feed ``token`` to the chain (penalties, DRY, ...) and, when generated, to the grammar."""
+        error = ffi.new("char **")
+        if lib.pyly_sampler_accept(self.ptr, token, int(is_generated), error) != 0:
+            _raise_from(error, f"the grammar cannot accept token {token}", LlamaError)
+
+    def candidates(self, n: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """The top ``n`` candidates the last sample's chain left (ids, probabilities, sorted) and
+        the probability of the sampled token among them all."""
+        ids = np.empty(max(n, 1), dtype=np.int32)
+        probs = np.empty(max(n, 1), dtype=np.float32)
+        p_selected = ffi.new("float *")
+        k = lib.pyly_sampler_candidates(
+            self.ptr, n, ffi.from_buffer("int[]", ids), ffi.from_buffer("float[]", probs), p_selected
+        )
+        return ids[:k], probs[:k], float(p_selected[0])

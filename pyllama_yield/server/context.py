@@ -1,0 +1,600 @@
+"""The server context: slots, continuous batching and speculative decoding on the yielding queue.
+
+The shape of llama.cpp's ``server_context``: the queue's loop thread owns every llama.cpp call.
+``llama_decode`` (with its sync), the speculative draft and the speculative processing run inside
+``ServerQueue.yield_to_queue`` (rules S1-S3), so the worker thread answers metrics, and drops
+cancelled queued tasks, while the model computes. Tasks that need the model or the slots
+(completions, slot save/restore) are declined during a yield and served right after it, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from .. import _build_config
+from ..common import CommonSampler, json_schema_to_grammar
+from ..llama import Batch, Context, DecodeError, LlamaError, Model
+from ..queue import ResponseReader, Result, ServerQueue, ServerResponse, Task, TaskType
+from . import slot_files, speculative
+from .metrics import Stats
+from .params import CompletionParams, resolve
+from .probs import post_sampling, pre_sampling
+from .results import error_payload, final_payload, partial_payload, progress_payload
+from .slot import Slot, SlotState, StopType, TextStream, common_prefix, now
+from .task import CompletionTask, tokenize_prompts
+
+__all__ = ["ContextOverflowError", "ServerContext"]
+
+log = logging.getLogger("pyllama_yield.server")
+
+
+class ContextOverflowError(ValueError):
+    """A prompt that does not fit a slot's context (llama-server's ``exceed_context_size_error``)."""
+
+    def __init__(self, n_prompt_tokens: int, n_ctx: int) -> None:
+        super().__init__(
+            f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"
+        )
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class ServerContext:
+    """A model served by ``n_parallel`` slots over one llama.cpp context."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        n_ctx: int = 2048,
+        n_parallel: int = 1,
+        n_batch: int = 512,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        progress: Callable[[float], object] | None = None,
+        draft_model_path: str | os.PathLike[str] | None = None,
+        n_draft: int = 4,
+        yield_decode: bool = True,
+        idle_sleep_ms: int = -1,
+        defaults: CompletionParams | None = None,
+    ) -> None:
+        if n_parallel < 1 or n_batch < 1 or n_ctx < 8 or n_draft < 0:
+            raise ValueError("n_parallel and n_batch must be >= 1, n_ctx >= 8, n_draft >= 0")
+        self.model = Model(model_path, n_gpu_layers=n_gpu_layers, progress=progress)
+        # a slot never gets more context than the model was trained for
+        self.n_ctx_slot = min(n_ctx, self.model.n_ctx_train)
+        self.n_parallel = n_parallel
+        self.yield_decode = yield_decode
+        self.idle_sleep_ms = idle_sleep_ms
+        ctx_args = dict(
+            n_ctx=self.n_ctx_slot * n_parallel,
+            n_batch=n_batch,
+            n_ubatch=min(n_batch, 512),
+            n_seq_max=n_parallel,
+            n_threads=n_threads,
+        )
+        self.ctx = Context(self.model, **ctx_args)
+        self.n_batch = self.ctx.n_batch
+        self.batch = Batch(self.n_batch)
+        self.vocab = self.model.vocab
+        self.defaults = defaults or CompletionParams()  # the server's sampling settings
+        self._eog_tokens: list[int] | None = None
+
+        self.draft_model: Model | None = None
+        self.draft_ctx: Context | None = None
+        self.n_draft = 0
+        if draft_model_path is not None:
+            self.draft_model = Model(draft_model_path, n_gpu_layers=n_gpu_layers)
+            if self.draft_model.n_vocab != self.model.n_vocab or self.draft_model.vocab.bos != self.vocab.bos:
+                raise ValueError("the draft model's vocab differs from the target model's")
+            self.draft_ctx = Context(self.draft_model, **ctx_args)
+            self.draft_batch = Batch(self.n_batch)
+            # every generating slot sends its last token plus its drafts in the shared batch
+            self.n_draft = max(0, min(n_draft, self.n_batch // n_parallel - 1))
+
+        self.info = {
+            "model_path": str(model_path),
+            "model": os.path.basename(str(model_path)),
+            "description": self.model.description(),
+            "n_vocab": self.model.n_vocab,
+            "n_ctx_train": self.model.n_ctx_train,
+            "n_embd": self.model.n_embd,
+            "n_params": self.model.n_params,
+            "n_ctx_slot": self.n_ctx_slot,
+            "n_parallel": n_parallel,
+            "chat_template": self.model.chat_template() or "chatml",
+            "speculative": draft_model_path is not None,
+            "system_fingerprint": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
+        }
+        self.slots = [Slot(i) for i in range(n_parallel)]
+        self.queue = ServerQueue()
+        self.responses = ServerResponse()
+        self.queue.on_new_task(self._on_task)
+        self.queue.on_update_slots(self._update_slots)
+
+        self._loop_ident: int | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._loop_error: BaseException | None = None
+        self._running = threading.Event()
+        self.stats = Stats(self)
+        self._t_start = self.stats.t_start
+        self.stats.publish()
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def run(self) -> None:
+        """Serve on the calling thread until :meth:`stop`."""
+        self._loop_ident = threading.get_ident()
+        self.queue.start_loop(self.idle_sleep_ms)
+
+    def start(self) -> ServerContext:
+        """Serve on a dedicated loop thread; returns once the loop runs."""
+        if self._loop_thread is not None:
+            raise RuntimeError("server context already started")
+
+        def loop() -> None:
+            try:
+                self.run()
+            except BaseException as exc:  # reported by stop()
+                self._loop_error = exc
+                log.exception("server loop died")
+            finally:
+                self._running.set()  # never leave start() waiting
+
+        self._loop_thread = threading.Thread(target=loop, name="pyllama-server-loop", daemon=True)
+        self._loop_thread.start()
+        if not self._running.wait(60):
+            raise RuntimeError("server loop did not start")
+        if self._loop_error is not None:
+            raise RuntimeError("server loop failed to start") from self._loop_error
+        return self
+
+    def stop(self, timeout: float = 60) -> None:
+        """Terminate the loop, wake every waiter, free llama.cpp objects."""
+        self.queue.terminate()
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout)
+            if self._loop_thread.is_alive():
+                raise RuntimeError("server loop did not stop")
+            self._loop_thread = None
+        self.responses.terminate()
+        for slot in self.slots:
+            slot.reset()
+        for owner in (
+            self.batch,
+            self.ctx,
+            getattr(self, "draft_batch", None),
+            self.draft_ctx,
+            self.draft_model,
+            self.model,
+        ):
+            if owner is not None:
+                owner.close()
+
+    def __enter__(self) -> ServerContext:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
+    @property
+    def n_vocab(self) -> int:
+        return self.model.n_vocab
+
+    @property
+    def eog_tokens(self) -> list[int]:
+        if self._eog_tokens is None:
+            self._eog_tokens = [t for t in range(self.vocab.n_tokens) if self.vocab.is_eog(t)]
+        return self._eog_tokens
+
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        return self.vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def piece(self, token: int) -> bytes:
+        return self.vocab.token_to_piece(token)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.vocab.detokenize(tokens)
+
+    def render_chat(self, messages: list[dict[str, str]]) -> str:
+        """The prompt for a chat, in the model's chat template (ChatML when it has none)."""
+        return self.model.apply_chat_template(messages)
+
+    # --- client side (any thread) -----------------------------------------------------------
+    def make_tasks(
+        self, data: dict[str, Any] | CompletionParams, prompt: Any = None, *, params: CompletionParams | None = None
+    ) -> list[CompletionTask]:
+        """A request's JSON → one task per prompt and per choice (``n``), tokenized here, on the
+        calling thread. ``prompt`` defaults to ``data["prompt"]``. Raises ``ValueError`` with the
+        field and the reason for a bad request."""
+        if params is None:
+            if not isinstance(data, dict):
+                raise ValueError("the request must be a JSON object")
+            try:
+                params = CompletionParams.model_validate(data).over(self.defaults)
+            except ValidationError as exc:
+                raise ValueError(_validation_message(exc)) from None
+        if prompt is None:
+            prompt = data.get("prompt") if isinstance(data, dict) else None
+        if prompt is None:
+            raise ValueError('"prompt" is required')
+        task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.n_parallel)
+        prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True))
+        tasks = []
+        for i, tokens in enumerate(prompts):
+            self.check_prompt(tokens)
+            text = prompt if isinstance(prompt, str) else ""
+            for j in range(params.n_cmpl):
+                tasks.append(CompletionTask(tokens, task_params, index=i * params.n_cmpl + j, prompt_text=text))
+        return tasks
+
+    def check_prompt(self, tokens: list[int]) -> None:
+        if not tokens:
+            raise ValueError("the prompt is empty")
+        bad = next((t for t in tokens if not 0 <= t < self.vocab.n_tokens), None)
+        if bad is not None:
+            raise ValueError(f"token id {bad} out of range [0, {self.vocab.n_tokens})")
+        if len(tokens) >= self.n_ctx_slot:
+            raise ContextOverflowError(len(tokens), self.n_ctx_slot)
+
+    def submit(
+        self, request: dict[str, Any] | CompletionTask | list[CompletionTask], poll_interval_s: float = 0.5
+    ) -> ResponseReader:
+        """Post a completion (a request dict, or tasks from :meth:`make_tasks`); read partial and
+        final results from the returned reader."""
+        if isinstance(request, dict):
+            tasks = self.make_tasks(request)
+        else:
+            tasks = request if isinstance(request, list) else [request]
+        reader = ResponseReader(self.queue, self.responses, poll_interval_s)
+        self.queue.wait_until_no_sleep()
+        reader.post_tasks([Task(TaskType.COMPLETION, id_slot=t.params.id_slot, payload=t) for t in tasks])
+        return reader
+
+    def complete(self, request: dict[str, Any] | CompletionTask, timeout_s: float = 300) -> dict[str, Any]:
+        """Post one completion and wait for its final result (raises on an error result)."""
+        with self.submit(request) as reader:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                res = reader.next(lambda: time.monotonic() > deadline)
+                if res is None:
+                    raise TimeoutError("completion timed out")
+                if res.is_error:
+                    raise ValueError(res.payload["error"])
+                if res.is_final:
+                    return res.payload
+
+    def call(self, task_type: TaskType, payload: Any = None, timeout_s: float = 60) -> Result:
+        """Post one task and wait for its single result."""
+        with ResponseReader(self.queue, self.responses, poll_interval_s=timeout_s) as reader:
+            reader.post_task(Task(task_type, payload=payload))
+            res = reader.next(lambda: True)
+            if res is None:
+                raise TimeoutError(f"{task_type.name} task timed out")
+            return res
+
+    def metrics(self, timeout_s: float = 60) -> dict[str, Any]:
+        return self.call(TaskType.METRICS, timeout_s=timeout_s).payload
+
+    def snapshot(self) -> dict[str, Any]:
+        """The latest published metrics plus what the queue knows now; safe from any thread."""
+        return self.stats.snapshot()
+
+    # --- tasks (loop thread, or the worker while yielding) -----------------------------------
+    def _on_task(self, task: Task, is_yielding: bool) -> bool:
+        if task.type is TaskType.METRICS:  # read-only: answered on the worker during a yield (S3)
+            self.responses.send(Result(task.id, self.snapshot()))
+            return True
+        if task.type is TaskType.CANCEL:
+            slot = next((s for s in self.slots if s.busy and s.id_task == task.id_target), None)
+            if slot is None:
+                # the queue already dropped it if it was waiting; tell any waiter it is over
+                self.responses.send(Result(task.id_target, error_payload("cancelled", 499), is_error=True))
+                return True
+            if is_yielding:
+                return False  # freeing a slot touches the KV cache: after the decode
+            self._finish(slot, StopType.NONE, cancelled=True)
+            return True
+        if is_yielding:
+            return False  # needs the model or the slots (S3); NEXT_RESPONSE too, so it wakes the loop after
+        if task.type is TaskType.NEXT_RESPONSE:
+            return True
+        self._check_loop_thread()
+        try:
+            handler = self._HANDLERS.get(task.type)
+            if handler is None:
+                raise ValueError(f"task type {task.type.name} is not supported")
+            handler(self, task)
+        except ValueError as exc:
+            self._send_error(task.id, str(exc), 400)
+        except Exception as exc:  # a bug must not kill the loop: fail this request only
+            log.exception("task %s failed", task.id)
+            self._send_error(task.id, f"{type(exc).__name__}: {exc}", 500, "server_error")
+        return True
+
+    def _send_error(self, id_task: int, message: str, code: int, kind: str = "invalid_request_error") -> None:
+        self.stats.add(requests_failed=1)
+        self.responses.send(Result(id_task, error_payload(message, code, kind), is_error=True))
+
+    def _check_loop_thread(self) -> None:
+        if self._loop_ident is None:
+            self._loop_ident = threading.get_ident()
+        elif threading.get_ident() != self._loop_ident:
+            raise RuntimeError("llama.cpp touched off the server loop thread")
+
+    def _handle_completion(self, task: Task) -> None:
+        ct = task.payload
+        if not isinstance(ct, CompletionTask):
+            raise ValueError("a completion task needs a CompletionTask (see ServerContext.make_tasks)")
+        if not -1 <= ct.params.id_slot < self.n_parallel:
+            raise ValueError(f"id_slot {ct.params.id_slot} out of range [-1, {self.n_parallel})")
+        slot = self._choose_slot(ct)
+        if slot is None:
+            task.id_slot = ct.params.id_slot
+            self.queue.defer(task)  # resumed by pop_deferred_task when a slot frees
+            self.stats.publish()
+            return
+        self._assign(slot, task.id, ct)
+
+    def _choose_slot(self, ct: CompletionTask) -> Slot | None:
+        if ct.params.id_slot >= 0:
+            slot = self.slots[ct.params.id_slot]
+            return None if slot.busy else slot
+        idle = [s for s in self.slots if not s.busy]
+        if not idle:
+            return None
+        # prompt cache: the idle slot that already holds the longest prefix of this prompt
+        cache = ct.params.cache_prompt
+        return max(idle, key=lambda s: (common_prefix(s.cache_tokens, ct.prompt_tokens) if cache else 0, -s.id))
+
+    def _assign(self, slot: Slot, id_task: int, ct: CompletionTask) -> None:
+        tokens = ct.prompt_tokens
+        try:
+            sampler = CommonSampler(self.model, ct.params.sampling)
+        except ValueError as exc:  # e.g. a grammar llama.cpp cannot parse
+            raise ValueError(str(exc)) from None
+        n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
+        n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
+        if not self.ctx.seq_rm(slot.id, n_keep, -1):
+            self.ctx.seq_rm(slot.id)
+            n_keep = 0
+        if self.draft_ctx is not None:
+            self.draft_ctx.seq_rm(slot.id)
+            self.draft_ctx.seq_rm(slot.id, n_keep, -1)
+        slot.id_task = id_task
+        slot.task = ct
+        slot.prompt_tokens = tokens
+        slot.cache_tokens = tokens[:n_keep]
+        slot.n_prompt_done = slot.n_prompt_cached = n_keep
+        slot.generated = []
+        slot.text = TextStream(ct.params.stop)
+        slot.sampler = sampler
+        for tok in tokens:  # penalties look back over the prompt too, as in llama-server
+            sampler.accept(tok, is_generated=False)
+        slot.n_draft_total = slot.n_draft_accepted = 0
+        slot.t_start = now()
+        slot.t_prompt_done = 0.0
+        slot.state = SlotState.PROCESSING_PROMPT
+        if self.draft_ctx is not None and n_keep:
+            speculative.prefill(self, slot, n_keep)
+        self.stats.publish()
+
+    _HANDLERS: dict[TaskType, Callable[[ServerContext, Task], None]] = {
+        TaskType.COMPLETION: _handle_completion,
+        TaskType.SLOT_SAVE: slot_files.save,
+        TaskType.SLOT_RESTORE: slot_files.restore,
+        TaskType.SLOT_ERASE: slot_files.erase,
+    }
+
+    # --- one step of continuous batching (loop thread) --------------------------------------
+    def _update_slots(self) -> None:
+        self._check_loop_thread()
+        self._running.set()
+        if not any(s.busy for s in self.slots):
+            return
+        try:
+            self._step()
+        except Exception as exc:
+            log.exception("update_slots failed")
+            for slot in self.slots:
+                if slot.busy:
+                    self._fail(slot, f"{type(exc).__name__}: {exc}")
+        self.stats.publish()
+        if any(s.busy for s in self.slots):
+            # keep the loop turning while slots work; tasks posted meanwhile are handled first
+            self.queue.post(Task(TaskType.NEXT_RESPONSE))
+
+    def _step(self) -> None:
+        generating = [s for s in self.slots if s.state is SlotState.GENERATING]
+        spec = self.draft_ctx is not None
+        if spec and generating:
+            # S2: drafting is yielded only when a slot drafts
+            self.queue.yield_to_queue(lambda: speculative.draft(self, generating))
+        chunks = self._fill_batch(generating)
+        t0 = now()
+        try:
+            if self.yield_decode:
+                self.queue.yield_to_queue(self._decode)  # S1: decode and sync inside the yield
+            else:
+                self._decode()
+        except DecodeError as exc:
+            for s in self.slots:
+                if s.busy and (s.id in chunks or s in generating):
+                    self._fail(s, str(exc))
+            return
+        dt = now() - t0
+        self.stats.add(
+            n_decode=1,
+            prompt_tokens=sum(chunks.values()),
+            prompt_seconds=dt if chunks else 0.0,
+            predicted_seconds=dt if generating else 0.0,
+        )
+        for s in self.slots:
+            if s.id in chunks:
+                self._prompt_chunk_done(s, chunks[s.id])
+        for s in generating:
+            if s.busy:
+                self._verify_and_accept(s)
+        if spec and generating:
+            # S2: processing is yielded when speculation is on; a failure raises after the yield
+            if not self.queue.yield_to_queue(lambda: speculative.process(self, generating)):
+                raise RuntimeError("failed to process speculative batch")
+
+    def _fill_batch(self, generating: list[Slot]) -> dict[int, int]:
+        """Generating slots first (one token plus drafts each), then prompt chunks in the room left."""
+        batch = self.batch
+        batch.clear()
+        if self.draft_ctx is not None:
+            self.draft_batch.clear()
+        for s in generating:
+            s.i_batch = batch.n_tokens
+            pos = len(s.cache_tokens)
+            batch.add(s.last_token, pos, s.id, logits=True)
+            for j, d in enumerate(s.drafts):
+                batch.add(d, pos + 1 + j, s.id, logits=True)
+        chunks: dict[int, int] = {}
+        for s in self.slots:
+            if s.state is not SlotState.PROCESSING_PROMPT:
+                continue
+            room = batch.capacity - batch.n_tokens
+            if room <= 0:
+                break
+            start = s.n_prompt_done
+            chunk = s.prompt_tokens[start : start + room]
+            last = start + len(chunk) == len(s.prompt_tokens)
+            batch.add_sequence(chunk, start, s.id, logits_last=last)
+            if self.draft_ctx is not None:
+                self.draft_batch.add_sequence(chunk, start, s.id, logits_last=False)
+            s.i_batch = batch.n_tokens - 1
+            chunks[s.id] = len(chunk)
+        return chunks
+
+    def _decode(self) -> None:
+        self.ctx.decode(self.batch)
+        self.ctx.synchronize()
+        if self.draft_ctx is not None and self.draft_batch.n_tokens:
+            self.draft_ctx.decode(self.draft_batch)
+
+    def _prompt_chunk_done(self, s: Slot, n: int) -> None:
+        s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
+        s.n_prompt_done += n
+        task = s.task
+        assert task is not None
+        if s.n_prompt_done < len(s.prompt_tokens):
+            if task.params.return_progress and task.params.stream:
+                self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
+            return
+        s.state = SlotState.GENERATING
+        s.t_prompt_done = now()
+        if task.params.return_progress and task.params.stream:
+            self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
+        if task.params.n_predict == 0:  # only evaluate the prompt into the cache
+            self._finish(s, StopType.LIMIT)
+            return
+        self._sample_and_accept(s, s.i_batch)
+
+    def _verify_and_accept(self, s: Slot) -> None:
+        """Sample the slot's next token, and verify its drafts: keep the longest matching prefix."""
+        drafts, s.drafts = s.drafts, []
+        s.cache_tokens.append(s.last_token)
+        n_accepted = 0
+        for j in range(len(drafts) + 1):
+            tok = self._sample_and_accept(s, s.i_batch + j)
+            if not s.busy or j == len(drafts) or tok != drafts[j]:
+                break
+            n_accepted += 1
+            s.cache_tokens.append(tok)
+        # every draft accepted: the draft model never saw its own last draft
+        s.draft_kv_short = bool(drafts) and n_accepted == len(drafts)
+        if drafts:
+            s.n_draft_total += len(drafts)
+            s.n_draft_accepted += n_accepted
+            self.stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted)
+
+    def _sample_and_accept(self, s: Slot, idx: int) -> int:
+        """Sample from output ``idx`` for slot ``s``, record its probabilities, then stream it and
+        check the stop conditions (which may finish the slot)."""
+        task = s.task
+        assert task is not None and s.sampler is not None
+        try:
+            tok = s.sampler.sample(self.ctx, idx)
+            s.sampler.accept(tok, is_generated=True)
+        except LlamaError as exc:
+            self._fail(s, str(exc), 400)
+            return -1
+        probs = None
+        if task.params.n_probs > 0:
+            n = task.params.n_probs
+            if task.params.post_sampling_probs:
+                ids, ps, p_tok = s.sampler.candidates(n)
+                probs = post_sampling(ids, ps, p_tok, tok, self.piece)
+            else:
+                probs = pre_sampling(self.ctx.logits(idx), tok, n, self.piece)
+            s.probs.append(probs)
+        self._accept(s, tok, probs)
+        return tok
+
+    def _accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
+        """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
+        task = s.task
+        assert task is not None
+        p = task.params
+        s.generated.append(tok)
+        s.last_token = tok
+        stop = StopType.NONE
+        if self.vocab.is_eog(tok):
+            stop = StopType.EOS
+        else:
+            s.text.push(self.piece(tok))
+            if s.text.find_stop() >= 0:
+                stop = StopType.WORD
+        if stop is StopType.NONE and p.n_predict >= 0 and len(s.generated) >= p.n_predict:
+            stop = StopType.LIMIT
+        if stop is StopType.NONE and len(s.cache_tokens) + 1 >= self.n_ctx_slot:
+            stop = StopType.LIMIT  # the slot's context is full
+            s.truncated = True
+        if stop is StopType.NONE and p.t_max_predict_ms > 0 and "\n" in s.text.text[s.text.sent :]:
+            if (now() - s.t_prompt_done) * 1e3 > p.t_max_predict_ms:
+                stop = StopType.LIMIT  # time limit, checked on a new line (for code completion)
+        if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
+            content = s.text.take_sendable(stop is not StopType.NONE)
+            self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
+        if stop is not StopType.NONE:
+            self._finish(s, stop)
+
+    def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
+        if cancelled:
+            self.responses.send(Result(s.id_task, error_payload("cancelled", 499), is_error=True))
+        else:
+            self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
+        self.stats.add(predicted_tokens=len(s.generated), requests_finished=1)
+        self._release(s)
+
+    def _fail(self, s: Slot, message: str, code: int = 500) -> None:
+        self._send_error(s.id_task, message, code, "server_error" if code >= 500 else "invalid_request_error")
+        self.ctx.seq_rm(s.id)
+        if self.draft_ctx is not None:
+            self.draft_ctx.seq_rm(s.id)
+        s.cache_tokens = []
+        self._release(s)
+
+    def _release(self, s: Slot) -> None:
+        s.reset()
+        self.queue.pop_deferred_task(s.id)
+        self.stats.publish()
+
+
+def _validation_message(exc: ValidationError) -> str:
+    """pydantic's errors as llama-server words them: "Field 'top_k': <reason>"."""
+    parts = []
+    for err in exc.errors():
+        name = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "request"
+        parts.append(f"Field '{name}': {err['msg']}")
+    return "; ".join(parts)

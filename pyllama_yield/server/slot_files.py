@@ -1,0 +1,59 @@
+"""Slot tasks: save a slot's KV cache to a file, restore it, erase it (``/slots/{id}``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..queue import Result, Task
+from . import speculative
+from .slot import Slot
+
+if TYPE_CHECKING:
+    from .context import ServerContext
+
+
+def _slot_and_path(srv: ServerContext, task: Task, need_path: bool = True) -> tuple[Slot, Any]:
+    payload = task.payload or {}
+    i = payload.get("id_slot", task.id_slot)
+    if not isinstance(i, int) or not 0 <= i < srv.n_parallel:
+        raise ValueError(f"id_slot {i!r} out of range [0, {srv.n_parallel})")
+    slot = srv.slots[i]
+    if slot.busy:
+        raise ValueError(f"slot {i} is busy")
+    path = payload.get("filename")
+    if need_path and not path:
+        raise ValueError("a slot save/restore needs a 'filename'")
+    return slot, path
+
+
+def save(srv: ServerContext, task: Task) -> None:
+    slot, path = _slot_and_path(srv, task)
+    n_bytes = srv.ctx.save_seq_state_file(path, slot.id, slot.cache_tokens)
+    srv.responses.send(
+        Result(
+            task.id,
+            {"id_slot": slot.id, "filename": str(path), "n_saved": len(slot.cache_tokens), "n_written": n_bytes},
+        )
+    )
+
+
+def restore(srv: ServerContext, task: Task) -> None:
+    slot, path = _slot_and_path(srv, task)
+    srv.ctx.seq_rm(slot.id)
+    slot.cache_tokens = srv.ctx.load_seq_state_file(path, slot.id, srv.n_ctx_slot)
+    if srv.draft_ctx is not None:
+        srv.draft_ctx.seq_rm(slot.id)
+        speculative.prefill(srv, slot, len(slot.cache_tokens))
+    srv.responses.send(
+        Result(task.id, {"id_slot": slot.id, "filename": str(path), "n_restored": len(slot.cache_tokens)})
+    )
+
+
+def erase(srv: ServerContext, task: Task) -> None:
+    slot, _ = _slot_and_path(srv, task, need_path=False)
+    n = len(slot.cache_tokens)
+    srv.ctx.seq_rm(slot.id)
+    if srv.draft_ctx is not None:
+        srv.draft_ctx.seq_rm(slot.id)
+    slot.cache_tokens = []
+    srv.responses.send(Result(task.id, {"id_slot": slot.id, "n_erased": n}))

@@ -1,0 +1,73 @@
+"""Speculative decoding with a draft model: draft, then bring both KV caches in line.
+
+Both steps run inside ``yield_to_queue`` on the loop thread (rule S2), so the worker keeps
+answering while the draft model computes. The target model verifies the drafts in the shared
+batch (``ServerContext._verify_and_accept``): greedy drafting keeps greedy output identical.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..llama import DecodeError
+from .slot import Slot
+
+if TYPE_CHECKING:
+    from .context import ServerContext
+
+log = logging.getLogger("pyllama_yield.server")
+
+
+def draft(srv: ServerContext, slots: list[Slot]) -> None:
+    """Draft tokens for each generating slot with the draft model (greedy)."""
+    assert srv.draft_ctx is not None
+    b = srv.draft_batch
+    for s in slots:
+        pos = len(s.cache_tokens)
+        assert s.task is not None
+        n_predict = s.task.params.n_predict
+        budget = srv.n_draft
+        if n_predict >= 0:
+            budget = min(budget, n_predict - len(s.generated) - 1)
+        budget = max(0, min(budget, srv.n_ctx_slot - pos - 2))
+        drafts: list[int] = []
+        tok = s.last_token
+        for i in range(max(budget, 1)):  # at least the last token, to keep the draft KV in step
+            b.clear()
+            b.add(tok, pos + i, s.id, logits=True)
+            srv.draft_ctx.decode(b)
+            if i < budget:
+                tok = int(np.argmax(srv.draft_ctx.logits()))
+                drafts.append(tok)
+        s.drafts = drafts
+
+
+def process(srv: ServerContext, slots: list[Slot]) -> bool:
+    """Trim both KV caches to the accepted tokens; False when the draft model failed."""
+    assert srv.draft_ctx is not None
+    try:
+        for s in slots:
+            keep = len(s.cache_tokens)
+            if s.draft_kv_short:
+                b = srv.draft_batch
+                b.clear()
+                b.add(s.cache_tokens[-1], keep - 1, s.id, logits=False)
+                srv.draft_ctx.decode(b)
+            srv.ctx.seq_rm(s.id, keep, -1)
+            srv.draft_ctx.seq_rm(s.id, keep, -1)
+        return True
+    except DecodeError:
+        log.exception("speculative processing failed")
+        return False
+
+
+def prefill(srv: ServerContext, slot: Slot, n_keep: int) -> None:
+    """The draft context lost this sequence when the slot was cleared: give it the cached prefix."""
+    assert srv.draft_ctx is not None
+    for start in range(0, n_keep, srv.n_batch):
+        srv.draft_batch.clear()
+        srv.draft_batch.add_sequence(slot.cache_tokens[start : start + srv.n_batch], start, slot.id, False)
+        srv.draft_ctx.decode(srv.draft_batch)

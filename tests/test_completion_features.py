@@ -1,0 +1,147 @@
+"""Completion features through the server context, on a C-backed tiny model: constrained output,
+probabilities, logit bias, seeds, several prompts and choices, prompt forms."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from pyllama_yield.server import ContextOverflowError, ServerContext
+
+
+@pytest.fixture(scope="module")
+def srv(tiny_model_path):
+    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=4, n_threads=1) as s:
+        yield s
+
+
+def run(srv: ServerContext, **kw) -> list[dict]:
+    """Every final result of one request, in the request's order."""
+    tasks = srv.make_tasks({"n_predict": 8, "temperature": 0.0, **kw})
+    with srv.submit(tasks) as reader:
+        batch = reader.wait_for_all(lambda: False)
+    assert batch.error is None, batch.error and batch.error.payload
+    return sorted((r.payload for r in batch.results), key=lambda p: p["index"])
+
+
+def test_grammar_constrains_a_random_model(srv):
+    outs = run(srv, prompt="Answer:", grammar='root ::= ("yes" | "no") "."', temperature=1.0, seed=3, n_predict=20)
+    assert outs[0]["content"] in ("yes.", "no.") and outs[0]["stop_type"] == "eos"
+
+
+def test_json_schema_output_parses_and_matches(srv):
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    out = run(srv, prompt="JSON:", json_schema=schema, n_predict=60, temperature=1.0, seed=1)[0]
+    assert out["stop_type"] == "eos", out
+    value = json.loads(out["content"])
+    assert set(value) == {"name", "age"} and isinstance(value["age"], int) and len(value["name"]) <= 5
+
+
+def test_pre_sampling_probs_shape_and_values(srv):
+    out = run(srv, prompt="Hello", n_probs=5, n_predict=4)[0]
+    probs = out["completion_probabilities"]
+    assert len(probs) == 4
+    for entry in probs:
+        assert set(entry) == {"id", "token", "bytes", "logprob", "top_logprobs"}
+        tops = entry["top_logprobs"]
+        assert len(tops) == 5 and tops[0]["id"] == entry["id"]  # greedy: the sampled token is the top one
+        lps = [t["logprob"] for t in tops]
+        assert lps == sorted(lps, reverse=True) and all(lp <= 0 for lp in lps)
+        assert math.isclose(entry["logprob"], tops[0]["logprob"], rel_tol=1e-6)
+        assert bytes(tops[0]["bytes"]).decode("utf-8", "replace").startswith(tops[0]["token"][:1])
+
+
+def test_post_sampling_probs_follow_the_chain(srv):
+    out = run(srv, prompt="Hello", n_probs=3, post_sampling_probs=True, temperature=1.0, top_k=2, seed=4)[0]
+    for entry in out["completion_probabilities"]:
+        assert set(entry) == {"id", "token", "bytes", "prob", "top_probs"}
+        tops = entry["top_probs"]
+        assert 1 <= len(tops) <= 2  # top_k=2 left two candidates (zero-probability ones are dropped)
+        assert math.isclose(sum(t["prob"] for t in tops), 1.0, rel_tol=1e-4)
+        assert entry["id"] in [t["id"] for t in tops]
+
+
+def test_logit_bias_bans_the_greedy_token_and_ignore_eos(srv):
+    first = run(srv, prompt="Hello", n_predict=1, return_tokens=True)[0]["tokens"][0]
+    banned = run(srv, prompt="Hello", n_predict=1, return_tokens=True, logit_bias=[[first, False]])[0]
+    assert banned["tokens"][0] != first
+    as_dict = run(srv, prompt="Hello", n_predict=1, return_tokens=True, logit_bias={str(first): -1e9})[0]
+    assert as_dict["tokens"][0] != first
+    g = run(srv, prompt="Hello", n_predict=2, ignore_eos=True)[0]["generation_settings"]
+    assert g["ignore_eos"] is True and any(b["bias"] is None for b in g["logit_bias"])
+
+
+def test_seed_makes_sampling_repeatable(srv):
+    a = run(srv, prompt="Once", temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, seed=42, n_predict=12)[0]
+    b = run(srv, prompt="Once", temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, seed=42, n_predict=12)[0]
+    c = run(srv, prompt="Once", temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, seed=43, n_predict=12)[0]
+    assert a["content"] == b["content"] and a["content"] != c["content"]
+
+
+def test_samplers_dry_xtc_typical_mirostat_run(srv):
+    for extra in (
+        {"samplers": ["top_k", "temperature"], "top_k": 1},
+        {"dry_multiplier": 0.8, "dry_allowed_length": 1},
+        {"xtc_probability": 0.5, "xtc_threshold": 0.05},
+        {"typical_p": 0.5},
+        {"mirostat": 2, "mirostat_tau": 3.0},
+        {"repeat_penalty": 1.3, "frequency_penalty": 0.5, "presence_penalty": 0.5},
+    ):
+        out = run(srv, prompt="Once upon", temperature=0.9, seed=7, ignore_eos=True, **extra)[0]
+        assert out["tokens_predicted"] == 8, extra
+    greedy = run(srv, prompt="Once upon", ignore_eos=True, return_tokens=True)[0]["tokens"]
+    top1 = run(srv, prompt="Once upon", temperature=2.0, top_k=1, seed=9, ignore_eos=True, return_tokens=True)
+    assert top1[0]["tokens"] == greedy  # top_k=1 is greedy, whatever the temperature
+
+
+def test_several_prompts_choices_and_prompt_forms(srv):
+    outs = run(srv, prompt=["Hello", "Goodbye"], n_cmpl=2, temperature=1.0, seed=5, n_predict=3)
+    assert [o["index"] for o in outs] == [0, 1, 2, 3]
+    ids = srv.tokenize("Hello world", True, True)
+    by_text = run(srv, prompt="Hello world", return_tokens=True)[0]
+    by_ids = run(srv, prompt=ids, return_tokens=True)[0]
+    mixed = run(srv, prompt=[ids[0], *srv.tokenize("Hello", False, True), " world"], return_tokens=True)[0]
+    assert by_text["tokens"] == by_ids["tokens"] and by_text["tokens_evaluated"] == len(ids)
+    assert mixed["tokens_evaluated"] >= 3
+    with pytest.raises(ValueError, match="prompt"):
+        srv.make_tasks({"prompt": [{"bad": 1}]})
+
+
+def test_n_predict_zero_return_tokens_and_settings(srv):
+    out = run(srv, prompt="Hello there", n_predict=0)[0]
+    assert out["content"] == "" and out["tokens_predicted"] == 0 and out["stop_type"] == "limit"
+    out = run(srv, prompt="Hello", n_predict=3, ignore_eos=True)[0]
+    assert out["tokens"] == []  # only with return_tokens
+    assert out["generation_settings"]["n_predict"] == 3 and out["prompt"] == "Hello"
+    assert {"prompt_per_token_ms", "predicted_per_token_ms"} <= set(out["timings"])
+
+
+def test_context_overflow_names_the_sizes(srv):
+    with pytest.raises(ContextOverflowError) as info:
+        srv.make_tasks({"prompt": "word " * 600})
+    assert info.value.n_ctx == srv.n_ctx_slot and info.value.n_prompt_tokens > srv.n_ctx_slot
+
+
+def test_streamed_probs_and_timings_per_token(srv):
+    tasks = srv.make_tasks(
+        {"prompt": "Hi", "n_predict": 4, "stream": True, "n_probs": 2, "timings_per_token": True,
+         "temperature": 0.0, "ignore_eos": True}
+    )
+    partials = []
+    with srv.submit(tasks) as reader:
+        while True:
+            r = reader.next(lambda: False)
+            if r.is_final:
+                final = r.payload
+                break
+            partials.append(r.payload)
+    assert len(partials) == 4 and all(len(p["completion_probabilities"]) == 1 for p in partials)
+    assert all("timings" in p for p in partials)
+    assert "completion_probabilities" not in final  # streamed ones are not repeated
