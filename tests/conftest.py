@@ -23,3 +23,19 @@ def tiny_model(tiny_model_path: Path):
 
     with Model(tiny_model_path) as model:
         yield model
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_path: Path):
+    """A served tiny model (4 slots, API key) and an httpx client for it; checks a clean exit."""
+    httpx = pytest.importorskip("httpx")
+    from http_server import API_KEY, AUTH, start_server, stop_server
+
+    proc, base = start_server(
+        tiny_model_path, "--parallel", "4", "--ctx-size", "2048", "--threads", "1", "--api-key", API_KEY
+    )
+    with httpx.Client(base_url=base, headers=AUTH, timeout=120) as client:
+        yield client
+    out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
+    assert "no thread left" in out

@@ -131,8 +131,15 @@ def test_context_overflow_names_the_sizes(srv):
 
 def test_streamed_probs_and_timings_per_token(srv):
     tasks = srv.make_tasks(
-        {"prompt": "Hi", "n_predict": 4, "stream": True, "n_probs": 2, "timings_per_token": True,
-         "temperature": 0.0, "ignore_eos": True}
+        {
+            "prompt": "Hi",
+            "n_predict": 4,
+            "stream": True,
+            "n_probs": 2,
+            "timings_per_token": True,
+            "temperature": 0.0,
+            "ignore_eos": True,
+        }
     )
     partials = []
     with srv.submit(tasks) as reader:

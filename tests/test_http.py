@@ -5,68 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
+import httpx
 import pytest
-
-httpx = pytest.importorskip("httpx")
-
-REPO = Path(__file__).resolve().parents[1]
-API_KEY = "test-key"
-AUTH = {"Authorization": f"Bearer {API_KEY}"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(model), "--port", str(port), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=model.parent,
-        env={**os.environ, "PYTHONPATH": str(REPO)},  # the checkout's code, as the tests import it
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stdout.read()}")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.TransportError:
-            time.sleep(0.1)  # waiting for a process to listen: nothing to wait on but the port
-    proc.kill()
-    raise RuntimeError("server did not start")
-
-
-def stop_server(proc: subprocess.Popen) -> str:
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    return out
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model_path: Path):
-    proc, base = start_server(
-        tiny_model_path, "--parallel", "4", "--ctx-size", "2048", "--threads", "1", "--api-key", API_KEY
-    )
-    with httpx.Client(base_url=base, headers=AUTH, timeout=120) as client:
-        yield client
-    out = stop_server(proc)
-    assert proc.returncode == 0, out[-3000:]
-    assert "no thread left" in out
+from http_server import API_KEY, AUTH, start_server, stop_server
 
 
 def greedy(**kw):

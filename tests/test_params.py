@@ -36,8 +36,14 @@ def test_soft_ranges_clamp_and_hard_ranges_refuse():
     t = params({"top_p": 7, "min_p": -1, "temperature": -3, "top_k": -5, "mirostat": 9, "xtc_threshold": 2})
     s = t.sampling
     assert (s["top_p"], s["min_p"], s["temp"], s["top_k"], s["mirostat"], s["xtc_threshold"]) == (1, 0, 0, 0, 2, 1)
-    for bad in ({"n_predict": -2}, {"repeat_last_n": -1}, {"dry_allowed_length": -1}, {"min_keep": -1},
-                {"adaptive_decay": 1.0}, {"n_keep": -2}):
+    for bad in (
+        {"n_predict": -2},
+        {"repeat_last_n": -1},
+        {"dry_allowed_length": -1},
+        {"min_keep": -1},
+        {"adaptive_decay": 1.0},
+        {"n_keep": -2},
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             params(bad)
 

@@ -1,6 +1,6 @@
 """The server: slots and continuous batching on the yielding queue. It knows tasks, never HTTP.
 
-- ``context``: ``ServerContext``, the slots and the batching loop;
+- ``context``: ``ServerContext``, the slots and the batching loop; ``client``: its any-thread side;
 - ``params``: every request field (pydantic), resolved into a task's parameters;
 - ``task``, ``slot``: what a task carries, what a slot holds;
 - ``probs``, ``results``: token probabilities and the payloads a completion sends;
@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from .context import ContextOverflowError, ServerContext
+from .client import ContextOverflowError
+from .context import ServerContext
 from .params import CompletionParams, TaskParams
 from .task import CompletionTask
 

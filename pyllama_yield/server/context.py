@@ -12,41 +12,27 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
-from .. import _build_config
-from ..common import CommonSampler, json_schema_to_grammar
+from ..common import CommonSampler
 from ..llama import Batch, Context, DecodeError, LlamaError, Model
-from ..queue import ResponseReader, Result, ServerQueue, ServerResponse, Task, TaskType
+from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
 from . import slot_files, speculative
+from .client import ClientSide
 from .metrics import Stats
-from .params import CompletionParams, resolve
-from .probs import post_sampling, pre_sampling
+from .params import CompletionParams
+from .probs import token_probs
 from .results import error_payload, final_payload, partial_payload, progress_payload
 from .slot import Slot, SlotState, StopType, TextStream, common_prefix, now
-from .task import CompletionTask, tokenize_prompts
+from .task import CompletionTask
 
-__all__ = ["ContextOverflowError", "ServerContext"]
+__all__ = ["ServerContext"]
 
 log = logging.getLogger("pyllama_yield.server")
 
 
-class ContextOverflowError(ValueError):
-    """A prompt that does not fit a slot's context (llama-server's ``exceed_context_size_error``)."""
-
-    def __init__(self, n_prompt_tokens: int, n_ctx: int) -> None:
-        super().__init__(
-            f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"
-        )
-        self.n_prompt_tokens = n_prompt_tokens
-        self.n_ctx = n_ctx
-
-
-class ServerContext:
+class ServerContext(ClientSide):
     """A model served by ``n_parallel`` slots over one llama.cpp context."""
 
     def __init__(
@@ -91,28 +77,8 @@ class ServerContext:
         self.draft_ctx: Context | None = None
         self.n_draft = 0
         if draft_model_path is not None:
-            self.draft_model = Model(draft_model_path, n_gpu_layers=n_gpu_layers)
-            if self.draft_model.n_vocab != self.model.n_vocab or self.draft_model.vocab.bos != self.vocab.bos:
-                raise ValueError("the draft model's vocab differs from the target model's")
-            self.draft_ctx = Context(self.draft_model, **ctx_args)
-            self.draft_batch = Batch(self.n_batch)
-            # every generating slot sends its last token plus its drafts in the shared batch
-            self.n_draft = max(0, min(n_draft, self.n_batch // n_parallel - 1))
-
-        self.info = {
-            "model_path": str(model_path),
-            "model": os.path.basename(str(model_path)),
-            "description": self.model.description(),
-            "n_vocab": self.model.n_vocab,
-            "n_ctx_train": self.model.n_ctx_train,
-            "n_embd": self.model.n_embd,
-            "n_params": self.model.n_params,
-            "n_ctx_slot": self.n_ctx_slot,
-            "n_parallel": n_parallel,
-            "chat_template": self.model.chat_template() or "chatml",
-            "speculative": draft_model_path is not None,
-            "system_fingerprint": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
-        }
+            speculative.load_draft(self, draft_model_path, n_gpu_layers, ctx_args, n_draft)
+        self.info = self.describe(model_path)
         self.slots = [Slot(i) for i in range(n_parallel)]
         self.queue = ServerQueue()
         self.responses = ServerResponse()
@@ -182,110 +148,6 @@ class ServerContext:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
-    @property
-    def n_vocab(self) -> int:
-        return self.model.n_vocab
-
-    @property
-    def eog_tokens(self) -> list[int]:
-        if self._eog_tokens is None:
-            self._eog_tokens = [t for t in range(self.vocab.n_tokens) if self.vocab.is_eog(t)]
-        return self._eog_tokens
-
-    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
-        return self.vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
-
-    def piece(self, token: int) -> bytes:
-        return self.vocab.token_to_piece(token)
-
-    def detokenize(self, tokens: list[int]) -> str:
-        return self.vocab.detokenize(tokens)
-
-    def render_chat(self, messages: list[dict[str, str]]) -> str:
-        """The prompt for a chat, in the model's chat template (ChatML when it has none)."""
-        return self.model.apply_chat_template(messages)
-
-    # --- client side (any thread) -----------------------------------------------------------
-    def make_tasks(
-        self, data: dict[str, Any] | CompletionParams, prompt: Any = None, *, params: CompletionParams | None = None
-    ) -> list[CompletionTask]:
-        """A request's JSON → one task per prompt and per choice (``n``), tokenized here, on the
-        calling thread. ``prompt`` defaults to ``data["prompt"]``. Raises ``ValueError`` with the
-        field and the reason for a bad request."""
-        if params is None:
-            if not isinstance(data, dict):
-                raise ValueError("the request must be a JSON object")
-            try:
-                params = CompletionParams.model_validate(data).over(self.defaults)
-            except ValidationError as exc:
-                raise ValueError(_validation_message(exc)) from None
-        if prompt is None:
-            prompt = data.get("prompt") if isinstance(data, dict) else None
-        if prompt is None:
-            raise ValueError('"prompt" is required')
-        task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.n_parallel)
-        prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True))
-        tasks = []
-        for i, tokens in enumerate(prompts):
-            self.check_prompt(tokens)
-            text = prompt if isinstance(prompt, str) else ""
-            for j in range(params.n_cmpl):
-                tasks.append(CompletionTask(tokens, task_params, index=i * params.n_cmpl + j, prompt_text=text))
-        return tasks
-
-    def check_prompt(self, tokens: list[int]) -> None:
-        if not tokens:
-            raise ValueError("the prompt is empty")
-        bad = next((t for t in tokens if not 0 <= t < self.vocab.n_tokens), None)
-        if bad is not None:
-            raise ValueError(f"token id {bad} out of range [0, {self.vocab.n_tokens})")
-        if len(tokens) >= self.n_ctx_slot:
-            raise ContextOverflowError(len(tokens), self.n_ctx_slot)
-
-    def submit(
-        self, request: dict[str, Any] | CompletionTask | list[CompletionTask], poll_interval_s: float = 0.5
-    ) -> ResponseReader:
-        """Post a completion (a request dict, or tasks from :meth:`make_tasks`); read partial and
-        final results from the returned reader."""
-        if isinstance(request, dict):
-            tasks = self.make_tasks(request)
-        else:
-            tasks = request if isinstance(request, list) else [request]
-        reader = ResponseReader(self.queue, self.responses, poll_interval_s)
-        self.queue.wait_until_no_sleep()
-        reader.post_tasks([Task(TaskType.COMPLETION, id_slot=t.params.id_slot, payload=t) for t in tasks])
-        return reader
-
-    def complete(self, request: dict[str, Any] | CompletionTask, timeout_s: float = 300) -> dict[str, Any]:
-        """Post one completion and wait for its final result (raises on an error result)."""
-        with self.submit(request) as reader:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                res = reader.next(lambda: time.monotonic() > deadline)
-                if res is None:
-                    raise TimeoutError("completion timed out")
-                if res.is_error:
-                    raise ValueError(res.payload["error"])
-                if res.is_final:
-                    return res.payload
-
-    def call(self, task_type: TaskType, payload: Any = None, timeout_s: float = 60) -> Result:
-        """Post one task and wait for its single result."""
-        with ResponseReader(self.queue, self.responses, poll_interval_s=timeout_s) as reader:
-            reader.post_task(Task(task_type, payload=payload))
-            res = reader.next(lambda: True)
-            if res is None:
-                raise TimeoutError(f"{task_type.name} task timed out")
-            return res
-
-    def metrics(self, timeout_s: float = 60) -> dict[str, Any]:
-        return self.call(TaskType.METRICS, timeout_s=timeout_s).payload
-
-    def snapshot(self) -> dict[str, Any]:
-        """The latest published metrics plus what the queue knows now; safe from any thread."""
-        return self.stats.snapshot()
 
     # --- tasks (loop thread, or the worker while yielding) -----------------------------------
     def _on_task(self, task: Task, is_yielding: bool) -> bool:
@@ -529,40 +391,17 @@ class ServerContext:
         except LlamaError as exc:
             self._fail(s, str(exc), 400)
             return -1
-        probs = None
-        if task.params.n_probs > 0:
-            n = task.params.n_probs
-            if task.params.post_sampling_probs:
-                ids, ps, p_tok = s.sampler.candidates(n)
-                probs = post_sampling(ids, ps, p_tok, tok, self.piece)
-            else:
-                probs = pre_sampling(self.ctx.logits(idx), tok, n, self.piece)
+        probs = token_probs(s.sampler, self.ctx, idx, tok, task.params, self.piece)
+        if probs is not None:
             s.probs.append(probs)
         self._accept(s, tok, probs)
         return tok
 
     def _accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
         """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
-        task = s.task
-        assert task is not None
-        p = task.params
-        s.generated.append(tok)
-        s.last_token = tok
-        stop = StopType.NONE
-        if self.vocab.is_eog(tok):
-            stop = StopType.EOS
-        else:
-            s.text.push(self.piece(tok))
-            if s.text.find_stop() >= 0:
-                stop = StopType.WORD
-        if stop is StopType.NONE and p.n_predict >= 0 and len(s.generated) >= p.n_predict:
-            stop = StopType.LIMIT
-        if stop is StopType.NONE and len(s.cache_tokens) + 1 >= self.n_ctx_slot:
-            stop = StopType.LIMIT  # the slot's context is full
-            s.truncated = True
-        if stop is StopType.NONE and p.t_max_predict_ms > 0 and "\n" in s.text.text[s.text.sent :]:
-            if (now() - s.t_prompt_done) * 1e3 > p.t_max_predict_ms:
-                stop = StopType.LIMIT  # time limit, checked on a new line (for code completion)
+        assert s.task is not None
+        p = s.task.params
+        stop = s.add_token(tok, self.vocab.is_eog(tok), self.piece(tok), self.n_ctx_slot)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
             self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
@@ -589,12 +428,3 @@ class ServerContext:
         s.reset()
         self.queue.pop_deferred_task(s.id)
         self.stats.publish()
-
-
-def _validation_message(exc: ValidationError) -> str:
-    """pydantic's errors as llama-server words them: "Field 'top_k': <reason>"."""
-    parts = []
-    for err in exc.errors():
-        name = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "request"
-        parts.append(f"Field '{name}': {err['msg']}")
-    return "; ".join(parts)

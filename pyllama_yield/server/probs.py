@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ProbsEntry", "post_sampling", "pre_sampling", "valid_utf8"]
+__all__ = ["ProbsEntry", "post_sampling", "pre_sampling", "token_probs", "valid_utf8"]
 
 # llama-server reports log(0) as the lowest float, since JSON has no -infinity
 LOWEST_FLOAT = float(np.finfo(np.float32).min)
@@ -72,3 +72,16 @@ def _with_top(
     entry = _entry(token, piece(token), p, post)
     entry["top_probs" if post else "top_logprobs"] = [_entry(t, piece(t), q, post) for t, q in top]
     return entry
+
+
+def token_probs(
+    sampler: Any, ctx: Any, idx: int, token: int, params: Any, piece: Callable[[int], bytes]
+) -> ProbsEntry | None:
+    """The ``completion_probabilities`` entry for ``token`` sampled from output ``idx``, when the
+    request asked for ``n_probs`` (a ``common.CommonSampler``, a ``llama.Context``, ``TaskParams``)."""
+    if params.n_probs <= 0:
+        return None
+    if params.post_sampling_probs:
+        ids, probs, p_token = sampler.candidates(params.n_probs)
+        return post_sampling(ids, probs, p_token, token, piece)
+    return pre_sampling(ctx.logits(idx), token, params.n_probs, piece)

@@ -53,6 +53,29 @@ class Slot:
     truncated: bool = False  # stopped because the slot's context filled up
     n_probs_sent: int = 0  # of which already streamed
 
+    def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int) -> StopType:
+        """Record a generated token and tell whether generation stops here, and why (the checks
+        of llama-server's ``process_token``: end of generation, a stop string, ``n_predict``, the
+        slot's context, ``t_max_predict_ms`` at a new line)."""
+        assert self.task is not None and self.text is not None
+        p = self.task.params
+        self.generated.append(tok)
+        self.last_token = tok
+        if is_eog:
+            return StopType.EOS
+        self.text.push(piece)
+        if self.text.find_stop() >= 0:
+            return StopType.WORD
+        if p.n_predict >= 0 and len(self.generated) >= p.n_predict:
+            return StopType.LIMIT
+        if len(self.cache_tokens) + 1 >= n_ctx:
+            self.truncated = True  # the slot's context is full
+            return StopType.LIMIT
+        if p.t_max_predict_ms > 0 and "\n" in self.text.text[self.text.sent :]:
+            if (now() - self.t_prompt_done) * 1e3 > p.t_max_predict_ms:
+                return StopType.LIMIT  # a time limit, checked at a new line (for code completion)
+        return StopType.NONE
+
     @property
     def busy(self) -> bool:
         return self.state is not SlotState.IDLE

@@ -8,17 +8,31 @@ batch (``ServerContext._verify_and_accept``): greedy drafting keeps greedy outpu
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..llama import DecodeError
+from ..llama import Batch, Context, DecodeError, Model
 from .slot import Slot
 
 if TYPE_CHECKING:
     from .context import ServerContext
 
 log = logging.getLogger("pyllama_yield.server")
+
+
+def load_draft(
+    srv: ServerContext, path: str | os.PathLike[str], n_gpu_layers: int, ctx_args: dict[str, Any], n_draft: int
+) -> None:
+    """Load the draft model with a context shaped like the target's."""
+    srv.draft_model = Model(path, n_gpu_layers=n_gpu_layers)
+    if srv.draft_model.n_vocab != srv.model.n_vocab or srv.draft_model.vocab.bos != srv.vocab.bos:
+        raise ValueError("the draft model's vocab differs from the target model's")
+    srv.draft_ctx = Context(srv.draft_model, **ctx_args)
+    srv.draft_batch = Batch(srv.n_batch)
+    # every generating slot sends its last token plus its drafts in the shared batch
+    srv.n_draft = max(0, min(n_draft, srv.n_batch // srv.n_parallel - 1))
 
 
 def draft(srv: ServerContext, slots: list[Slot]) -> None:

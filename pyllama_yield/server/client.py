@@ -1,0 +1,182 @@
+"""The client side of the server context: what any thread may call.
+
+Building tasks from a request (validate, tokenize, check the context size) happens here, on the
+caller's thread: llama.cpp's vocab is read-only and the binding releases the GIL, so a long
+prompt never stalls the loop thread. Posting tasks and reading results go through the queue.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from .. import _build_config
+from ..common import json_schema_to_grammar
+from ..queue import ResponseReader, Result, Task, TaskType
+from .params import CompletionParams, resolve
+from .task import CompletionTask, tokenize_prompts
+
+if TYPE_CHECKING:
+    from ..llama import Model, Vocab
+    from ..queue import ServerQueue, ServerResponse
+    from .metrics import Stats
+
+__all__ = ["ClientSide", "ContextOverflowError"]
+
+
+class ContextOverflowError(ValueError):
+    """A prompt that does not fit a slot's context (llama-server's ``exceed_context_size_error``)."""
+
+    def __init__(self, n_prompt_tokens: int, n_ctx: int) -> None:
+        super().__init__(
+            f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"
+        )
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class ClientSide:
+    """Mixed into ``ServerContext``; these names come from it."""
+
+    model: Model
+    vocab: Vocab
+    queue: ServerQueue
+    responses: ServerResponse
+    stats: Stats
+    defaults: CompletionParams
+    n_parallel: int
+    n_ctx_slot: int
+    _eog_tokens: list[int] | None
+
+    # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
+    @property
+    def n_vocab(self) -> int:
+        return self.model.n_vocab
+
+    @property
+    def eog_tokens(self) -> list[int]:
+        if self._eog_tokens is None:
+            self._eog_tokens = [t for t in range(self.vocab.n_tokens) if self.vocab.is_eog(t)]
+        return self._eog_tokens
+
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        return self.vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def piece(self, token: int) -> bytes:
+        return self.vocab.token_to_piece(token)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.vocab.detokenize(tokens)
+
+    def render_chat(self, messages: list[dict[str, str]]) -> str:
+        """The prompt for a chat, in the model's chat template (ChatML when it has none)."""
+        return self.model.apply_chat_template(messages)
+
+    def describe(self, model_path: str | os.PathLike[str]) -> dict[str, Any]:
+        """What ``/props`` and ``/v1/models`` tell about the served model."""
+        return {
+            "model_path": str(model_path),
+            "model": os.path.basename(str(model_path)),
+            "description": self.model.description(),
+            "n_vocab": self.model.n_vocab,
+            "n_ctx_train": self.model.n_ctx_train,
+            "n_embd": self.model.n_embd,
+            "n_params": self.model.n_params,
+            "n_ctx_slot": self.n_ctx_slot,
+            "n_parallel": self.n_parallel,
+            "chat_template": self.model.chat_template() or "chatml",
+            "speculative": getattr(self, "draft_model", None) is not None,
+            "system_fingerprint": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
+        }
+
+    # --- client side (any thread) -----------------------------------------------------------
+    def make_tasks(
+        self, data: dict[str, Any] | CompletionParams, prompt: Any = None, *, params: CompletionParams | None = None
+    ) -> list[CompletionTask]:
+        """A request's JSON → one task per prompt and per choice (``n``), tokenized here, on the
+        calling thread. ``prompt`` defaults to ``data["prompt"]``. Raises ``ValueError`` with the
+        field and the reason for a bad request."""
+        if params is None:
+            if not isinstance(data, dict):
+                raise ValueError("the request must be a JSON object")
+            try:
+                params = CompletionParams.model_validate(data).over(self.defaults)
+            except ValidationError as exc:
+                raise ValueError(_validation_message(exc)) from None
+        if prompt is None:
+            prompt = data.get("prompt") if isinstance(data, dict) else None
+        if prompt is None:
+            raise ValueError('"prompt" is required')
+        task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.n_parallel)
+        prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True))
+        tasks = []
+        for i, tokens in enumerate(prompts):
+            self.check_prompt(tokens)
+            text = prompt if isinstance(prompt, str) else ""
+            for j in range(params.n_cmpl):
+                tasks.append(CompletionTask(tokens, task_params, index=i * params.n_cmpl + j, prompt_text=text))
+        return tasks
+
+    def check_prompt(self, tokens: list[int]) -> None:
+        if not tokens:
+            raise ValueError("the prompt is empty")
+        bad = next((t for t in tokens if not 0 <= t < self.vocab.n_tokens), None)
+        if bad is not None:
+            raise ValueError(f"token id {bad} out of range [0, {self.vocab.n_tokens})")
+        if len(tokens) >= self.n_ctx_slot:
+            raise ContextOverflowError(len(tokens), self.n_ctx_slot)
+
+    def submit(
+        self, request: dict[str, Any] | CompletionTask | list[CompletionTask], poll_interval_s: float = 0.5
+    ) -> ResponseReader:
+        """Post a completion (a request dict, or tasks from :meth:`make_tasks`); read partial and
+        final results from the returned reader."""
+        if isinstance(request, dict):
+            tasks = self.make_tasks(request)
+        else:
+            tasks = request if isinstance(request, list) else [request]
+        reader = ResponseReader(self.queue, self.responses, poll_interval_s)
+        self.queue.wait_until_no_sleep()
+        reader.post_tasks([Task(TaskType.COMPLETION, id_slot=t.params.id_slot, payload=t) for t in tasks])
+        return reader
+
+    def complete(self, request: dict[str, Any] | CompletionTask, timeout_s: float = 300) -> dict[str, Any]:
+        """Post one completion and wait for its final result (raises on an error result)."""
+        with self.submit(request) as reader:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                res = reader.next(lambda: time.monotonic() > deadline)
+                if res is None:
+                    raise TimeoutError("completion timed out")
+                if res.is_error:
+                    raise ValueError(res.payload["error"])
+                if res.is_final:
+                    return res.payload
+
+    def call(self, task_type: TaskType, payload: Any = None, timeout_s: float = 60) -> Result:
+        """Post one task and wait for its single result."""
+        with ResponseReader(self.queue, self.responses, poll_interval_s=timeout_s) as reader:
+            reader.post_task(Task(task_type, payload=payload))
+            res = reader.next(lambda: True)
+            if res is None:
+                raise TimeoutError(f"{task_type.name} task timed out")
+            return res
+
+    def metrics(self, timeout_s: float = 60) -> dict[str, Any]:
+        return self.call(TaskType.METRICS, timeout_s=timeout_s).payload
+
+    def snapshot(self) -> dict[str, Any]:
+        """The latest published metrics plus what the queue knows now; safe from any thread."""
+        return self.stats.snapshot()
+
+
+def _validation_message(exc: ValidationError) -> str:
+    """pydantic's errors as llama-server words them: "Field 'top_k': <reason>"."""
+    parts = []
+    for err in exc.errors():
+        name = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "request"
+        parts.append(f"Field '{name}': {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,130 @@
+"""Request features over HTTP, through the ``openai`` client and raw HTTP, streaming and not."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from http_server import API_KEY
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
+    "required": ["ok", "n"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=API_KEY, max_retries=0)
+
+
+def sse_events(server, path: str, body: dict) -> list:
+    events = []
+    with server.stream("POST", path, json=body) as resp:
+        assert resp.status_code == 200, resp.read()
+        for line in resp.iter_lines():
+            if line.startswith("data: "):
+                data = line[6:]
+                events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+CHAT = [{"role": "user", "content": "Hello"}]
+
+
+def test_chat_response_format_json_schema_and_json_object(client):
+    r = client.chat.completions.create(
+        model="tiny",
+        messages=CHAT,
+        max_tokens=60,
+        temperature=1.0,
+        seed=2,
+        response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}},
+    )
+    value = json.loads(r.choices[0].message.content)
+    assert set(value) == {"ok", "n"} and isinstance(value["ok"], bool)
+    r = client.chat.completions.create(
+        model="tiny", messages=CHAT, max_tokens=40, temperature=1.0, seed=3, response_format={"type": "json_object"}
+    )
+    content = r.choices[0].message.content
+    assert content.startswith("{")
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(content), dict)
+
+
+def test_chat_logprobs_streamed_and_not(client):
+    r = client.chat.completions.create(
+        model="tiny", messages=CHAT, max_tokens=4, temperature=0, logprobs=True, top_logprobs=3
+    )
+    content = r.choices[0].logprobs.content
+    assert len(content) == 4 and all(len(c.top_logprobs) == 3 for c in content)
+    assert all(c.logprob <= 0 and c.token == c.top_logprobs[0].token for c in content)
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny", messages=CHAT, max_tokens=4, temperature=0, logprobs=True, top_logprobs=2, stream=True
+        )
+    )
+    streamed = [c.choices[0].logprobs for c in chunks if c.choices and c.choices[0].logprobs]
+    assert streamed and all(len(lp.content[0].top_logprobs) == 2 for lp in streamed)
+
+
+def test_n_choices_and_include_usage(client):
+    r = client.chat.completions.create(model="tiny", messages=CHAT, max_tokens=3, n=2, temperature=1.0, seed=1)
+    assert sorted(c.index for c in r.choices) == [0, 1] and r.usage.completion_tokens <= 6
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny", messages=CHAT, max_tokens=3, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens >= 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert any(c.choices and c.choices[0].finish_reason for c in chunks)
+
+
+def test_completions_prompt_list_logprobs_and_max_completion_tokens(client, server):
+    r = client.completions.create(model="tiny", prompt=["Hello", "Bye"], max_tokens=3, temperature=0, logprobs=2)
+    assert sorted(c.index for c in r.choices) == [0, 1]
+    lp = r.choices[0].logprobs.model_extra["content"]  # llama-server's shape, not OpenAI's legacy one
+    assert len(lp) >= 1 and len(lp[0]["top_logprobs"]) == 2
+    c = client.chat.completions.create(model="tiny", messages=CHAT, max_completion_tokens=2, temperature=0)
+    assert c.usage.completion_tokens <= 2
+    events = sse_events(server, "/v1/completions", {"prompt": "Hi", "max_tokens": 3, "stream": True})
+    assert events[-1] == "[DONE]" and events[-2]["usage"]["completion_tokens"] >= 1
+    assert events[-2]["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_native_completion_fields_and_streaming(server):
+    body = {"prompt": "Hello", "n_predict": 3, "temperature": 0, "ignore_eos": True}
+    r = server.post("/completion", json={**body, "n_probs": 2, "return_tokens": True}).json()
+    assert len(r["tokens"]) == 3 and len(r["completion_probabilities"]) == 3
+    assert r["generation_settings"]["n_probs"] == 2 and r["model"] == "tiny.gguf"
+    events = sse_events(server, "/completion", {**body, "stream": True, "n_probs": 1, "return_progress": True})
+    assert events[-1]["stop"] is True and "[DONE]" not in events  # llama-server's native stream has no [DONE]
+    assert all("completion_probabilities" in e for e in events[:-1] if e["tokens"])
+    picked = server.post("/completion", json={**body, "response_fields": ["content", "generation_settings/n_predict"]})
+    assert set(picked.json()) == {"content", "n_predict"}
+    many = server.post("/completion", json={**body, "prompt": ["a", "b"]}).json()
+    assert isinstance(many, list) and [m["index"] for m in many] == [0, 1]
+    by_ids = server.post("/completion", json={**body, "prompt": [1, 15043]}).json()
+    assert by_ids["tokens_evaluated"] == 2
+
+
+def test_openai_errors_have_the_openai_shape(client, server):
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="tiny", messages=CHAT, top_logprobs=2)
+    assert "top_logprobs" in str(info.value)
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="tiny", prompt="x", echo=True)
+    r = server.post("/v1/chat/completions", json={"messages": CHAT, "response_format": {"type": "xml"}})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    r = server.post("/completion", json={"prompt": "word " * 3000})
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["type"] == "exceed_context_size_error"
+    assert err["n_ctx"] == 2048 and err["n_prompt_tokens"] > 2048
+    r = server.post("/v1/chat/completions", json={"messages": CHAT, "json_schema": {}, "grammar": 'root ::= "x"'})
+    assert r.status_code == 400
+    ok = server.post("/v1/chat/completions", json={"messages": CHAT, "max_tokens": 1, "unknown_field": {"a": 1}})
+    assert ok.status_code == 200  # unknown fields are ignored, as llama-server ignores them
