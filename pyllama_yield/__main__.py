@@ -58,9 +58,9 @@ class ProgressBar:
         return True
 
 
-def _model_path(args: argparse.Namespace, stack: ExitStack) -> Path:
-    if args.model:
-        return Path(args.model)
+def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSettings, imported lazily
+    if settings.model:
+        return Path(settings.model)
     from pyllama_yield.testing import make_tiny_model
 
     tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pyllama-yield-")))
@@ -73,26 +73,39 @@ def _model_path(args: argparse.Namespace, stack: ExitStack) -> Path:
     return path
 
 
-def _server_context(args: argparse.Namespace, stack: ExitStack):  # noqa: ANN202
+def _server_context(settings, stack: ExitStack):  # noqa: ANN001, ANN202 - imported lazily
     from pyllama_yield.server import ServerContext
 
-    if args.rpc:
+    if settings.rpc:
         from pyllama_yield.backends import add_rpc_server
 
-        for endpoint in args.rpc.split(","):
+        for endpoint in settings.rpc.split(","):
             devices = add_rpc_server(endpoint)
             print(f"rpc-server {endpoint}: {', '.join(d.name for d in devices)}", file=sys.stderr)
 
-    path = _model_path(args, stack)
+    path = _model_path(settings, stack)
     return ServerContext(
         path,
-        n_ctx=args.ctx_size,
-        n_parallel=args.parallel,
-        n_threads=args.threads,
-        n_batch=args.batch_size,
-        n_gpu_layers=args.n_gpu_layers,
-        draft_model_path=args.draft,
-        n_draft=args.draft_max,
+        n_ctx=settings.ctx_size,
+        n_parallel=settings.n_parallel,
+        kv_unified=settings.unified_kv,
+        n_batch=settings.batch_size,
+        n_ubatch=settings.ubatch_size,
+        n_threads=settings.threads if settings.threads > 0 else None,
+        n_threads_batch=settings.threads_batch if settings.threads_batch > 0 else None,
+        n_gpu_layers=settings.n_gpu_layers if settings.n_gpu_layers >= 0 else 999,
+        flash_attn=settings.flash_attn,
+        cache_type_k=settings.cache_type_k,
+        cache_type_v=settings.cache_type_v,
+        use_mmap=settings.mmap,
+        use_mlock=settings.mlock,
+        swa_full=settings.swa_full,
+        draft_model_path=settings.model_draft,
+        n_draft=settings.spec_draft_n_max,
+        n_draft_min=settings.spec_draft_n_min,
+        defaults=settings.completion_defaults(),
+        model_name=settings.alias,
+        chat_template=settings.chat_template_text(),
         progress=ProgressBar(f"loading {path.name}"),
     )
 
@@ -105,17 +118,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"serve needs the server extra: pip install 'pyllama-yield[server]' ({exc})", file=sys.stderr)
         return 2
+    from pyllama_yield.cli import settings_from_args
+
+    settings = settings_from_args(args)
     with ExitStack() as stack:
-        srv = _server_context(args, stack).start()
-        app = build_app(srv, api_key=args.api_key)
+        srv = _server_context(settings, stack).start()
+        app = build_app(srv, settings)
         stack.callback(app.state.pyllama.bridge.close)  # last: joins the HTTP threads srv.stop woke
         stack.callback(srv.stop)
+        log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
         config = uvicorn.Config(
-            app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5
+            app, host=settings.host, port=settings.port, log_level=log_level, timeout_graceful_shutdown=5
         )
         print(
-            f"serving {srv.info['model']} on http://{args.host}:{args.port} "
-            f"({args.parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
+            f"serving {srv.info['model']} on http://{settings.host}:{settings.port} "
+            f"({srv.n_parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
             file=sys.stderr,
         )
         # uvicorn handles Ctrl-C/SIGTERM while it runs, then re-raises them to the handlers it found:
@@ -131,17 +148,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from pyllama_yield.cli import settings_from_args
+
+    settings = settings_from_args(args)
     with ExitStack() as stack:
-        srv = _server_context(args, stack).start()
+        srv = _server_context(settings, stack).start()
         stack.callback(srv.stop)
         reader = srv.submit(
             {
                 "prompt": args.prompt,
-                "n_predict": args.n_predict,
-                "temperature": args.temp,
-                "seed": args.seed,
+                "n_predict": settings.n_predict if settings.n_predict >= 0 else 64,
                 "stream": True,
-                "ignore_eos": args.ignore_eos,
             }
         )
         final = None
@@ -167,18 +184,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--model", help="GGUF model (default: generate a tiny demo model)")
-    p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context per slot (capped at the model's)")
-    p.add_argument("-np", "--parallel", type=int, default=1, help="number of slots")
-    p.add_argument("-t", "--threads", type=int, default=None)
-    p.add_argument("-b", "--batch-size", type=int, default=512)
-    p.add_argument("-ngl", "--n-gpu-layers", type=int, default=0)
-    p.add_argument("-md", "--draft", help="draft model for speculative decoding")
-    p.add_argument("--draft-max", type=int, default=4, help="tokens drafted per step")
-    p.add_argument("--rpc", help="comma-separated rpc-server endpoints (host:port), needs a GGML_RPC build")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyllama_yield", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -186,21 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
     p_info.set_defaults(func=cmd_info)
 
-    p_serve = sub.add_parser("serve", help="llama-server compatible HTTP server")
-    _add_model_args(p_serve)
-    p_serve.add_argument("--host", default="127.0.0.1")
-    p_serve.add_argument("--port", type=int, default=8080)
-    p_serve.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
-    p_serve.add_argument("--log-level", default="warning")
+    from pyllama_yield.cli import add_settings_arguments
+
+    p_serve = sub.add_parser("serve", help="llama-server compatible HTTP server (llama-server's flags)")
+    add_settings_arguments(p_serve)
     p_serve.set_defaults(func=cmd_serve)
 
     p_gen = sub.add_parser("generate", help="complete one prompt, streamed to the terminal")
-    _add_model_args(p_gen)
+    add_settings_arguments(p_gen)
     p_gen.add_argument("-p", "--prompt", default="Once upon a time")
-    p_gen.add_argument("-n", "--n-predict", type=int, default=64)
-    p_gen.add_argument("--temp", type=float, default=0.8)
-    p_gen.add_argument("--seed", type=int, default=0xFFFFFFFF)
-    p_gen.add_argument("--ignore-eos", action="store_true")
     p_gen.set_defaults(func=cmd_generate)
 
     args = parser.parse_args(argv)

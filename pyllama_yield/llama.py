@@ -142,6 +142,7 @@ class Model(_Owner):
         *,
         n_gpu_layers: int = 0,
         use_mmap: bool = True,
+        use_mlock: bool = False,
         vocab_only: bool = False,
         devices: Sequence[str] | None = None,
         progress: Callable[[float], object] | None = None,
@@ -150,7 +151,13 @@ class Model(_Owner):
         check_gguf_file(self.path)
         params = lib.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
-        params.load_mode = lib.LLAMA_LOAD_MODE_MMAP if use_mmap else lib.LLAMA_LOAD_MODE_NONE
+        modes = {
+            (True, False): lib.LLAMA_LOAD_MODE_MMAP,
+            (False, False): lib.LLAMA_LOAD_MODE_NONE,
+            (True, True): lib.LLAMA_LOAD_MODE_MMAP_MLOCK,
+            (False, True): lib.LLAMA_LOAD_MODE_MLOCK,
+        }
+        params.load_mode = modes[(use_mmap, use_mlock)]
         params.vocab_only = vocab_only
         keep: list[Any] = []
         if devices is not None:
@@ -482,6 +489,7 @@ class Context(_Owner):
         type_v: str | None = None,
         embeddings: bool = False,
         kv_unified: bool | None = None,
+        swa_full: bool = False,
     ) -> None:
         for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
             if value < 0:
@@ -504,6 +512,7 @@ class Context(_Owner):
         if type_v:
             params.type_v = _ggml_type(type_v)
         params.embeddings = embeddings
+        params.swa_full = swa_full
         if kv_unified is not None:  # llama.cpp's default otherwise
             params.kv_unified = kv_unified
         # Abort support without the GIL: a C callback reads this int, any thread may set it.
@@ -524,6 +533,11 @@ class Context(_Owner):
     @property
     def n_ctx(self) -> int:
         return lib.llama_n_ctx(self.ptr)
+
+    @property
+    def n_ctx_seq(self) -> int:
+        """The context one sequence can use (all of it with a unified KV cache)."""
+        return lib.llama_n_ctx_seq(self.ptr)
 
     @property
     def n_batch(self) -> int:

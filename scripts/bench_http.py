@@ -115,10 +115,10 @@ def main() -> None:
                 str(ctx_size),
             ]
 
-        slot_ctx = args.n_predict + 64
-        servers = [("pyllama-yield", [sys.executable, "-m", "pyllama_yield", "serve", *flags(slot_ctx)])]
-        if args.llama_server:  # llama-server's --ctx-size is the total over all slots
-            servers.append(("llama-server", [str(args.llama_server), *flags(slot_ctx * args.clients), "--no-webui"]))
+        total_ctx = (args.n_predict + 64) * args.clients  # --ctx-size is the total over all slots, in both
+        servers = [("pyllama-yield", [sys.executable, "-m", "pyllama_yield", "serve", *flags(total_ctx)])]
+        if args.llama_server:
+            servers.append(("llama-server", [str(args.llama_server), *flags(total_ctx), "--no-webui"]))
         for name, cmd in servers:
             port = free_port()
             proc = launch([*cmd, "--port", str(port)], port)

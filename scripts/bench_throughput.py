@@ -24,7 +24,7 @@ PROMPTS = ["The quick brown fox", "Once upon a time", "In a galaxy far away", "T
 
 
 def run(model: Path, n_slots: int, n_predict: int, threads: int, **kw) -> dict:
-    with ServerContext(model, n_ctx=n_predict + 64, n_parallel=n_slots, n_threads=threads, **kw) as srv:
+    with ServerContext(model, n_ctx=(n_predict + 64) * n_slots, n_parallel=n_slots, n_threads=threads, **kw) as srv:
         srv.complete({"prompt": "warm up", "n_predict": 4, "temperature": 0.0})
         results: list[dict] = []
 

@@ -32,7 +32,7 @@ def server(tiny_model_path: Path):
     from http_server import API_KEY, AUTH, start_server, stop_server
 
     proc, base = start_server(
-        tiny_model_path, "--parallel", "4", "--ctx-size", "2048", "--threads", "1", "--api-key", API_KEY
+        tiny_model_path, "--parallel", "4", "--ctx-size", "8192", "--threads", "1", "--api-key", API_KEY, "--metrics"
     )
     with httpx.Client(base_url=base, headers=AUTH, timeout=120) as client:
         yield client

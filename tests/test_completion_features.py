@@ -13,7 +13,7 @@ from pyllama_yield.server import ContextOverflowError, ServerContext
 
 @pytest.fixture(scope="module")
 def srv(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=4, n_threads=1) as s:
+    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=4, n_threads=1) as s:
         yield s
 
 

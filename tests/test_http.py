@@ -188,3 +188,17 @@ def test_ctrl_c_shuts_down_cleanly(tiny_model_path):
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "no thread left" in out
+
+
+def test_metrics_and_slots_follow_their_flags(tiny_model_path):
+    proc, base = start_server(tiny_model_path, "--threads", "1", "--no-slots", "--alias", "my-model", "-c", "1024")
+    try:
+        for path, flag in (("/metrics", "--metrics"), ("/slots", "--slots")):
+            r = httpx.get(f"{base}{path}")
+            assert r.status_code == 501 and flag in r.json()["error"]["message"]
+        assert httpx.get(f"{base}/v1/models").json()["data"][0]["id"] == "my-model"
+        r = httpx.post(f"{base}/completion", json=greedy(n_predict=2)).json()
+        assert r["model"] == "my-model" and r["generation_settings"]["n_predict"] == 2
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]

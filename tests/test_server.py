@@ -55,7 +55,7 @@ def run_concurrently(srv: ServerContext, requests: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_concurrent_completions_equal_each_alone(tiny_model_path, alone, n):
-    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=n, n_threads=1) as srv:
+    with ServerContext(tiny_model_path, n_ctx=512 * n, n_parallel=n, n_threads=1) as srv:
         results = run_concurrently(srv, [greedy(p) for p in PROMPTS[:n]])
         m = srv.metrics()
     for p, r in zip(PROMPTS, results, strict=False):
@@ -65,7 +65,7 @@ def test_concurrent_completions_equal_each_alone(tiny_model_path, alone, n):
 
 
 def test_more_requests_than_slots_are_deferred_and_served(tiny_model_path, alone):
-    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=2, n_threads=1) as srv:
+    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         results = run_concurrently(srv, [greedy(p) for p in PROMPTS])
     assert [r["tokens"] for r in results] == [alone[p] for p in PROMPTS]
 
@@ -92,7 +92,7 @@ class DecodeGate:
 
 
 def test_s1_s3_metrics_answered_during_decode_and_completion_declined_then_served(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=1024, n_parallel=2, n_threads=1) as srv:
+    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         gate = DecodeGate(srv, wait_s=TIMEOUT)
         long_prompt = " ".join(PROMPTS * 20)
         first = srv.submit(greedy(long_prompt, 4))
@@ -148,7 +148,7 @@ def test_llama_cpp_is_only_called_on_the_loop_thread(tiny_model_path, monkeypatc
             return _orig(*a, **k)
 
         monkeypatch.setattr(cls, name, wrapped)
-    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=2, n_threads=1) as srv:
+    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         readers = [srv.submit(greedy(p, 6)) for p in PROMPTS[:3]]
         metrics = [srv.metrics() for _ in range(5)]
         assert all(r.wait_for_all().error is None for r in readers)
@@ -245,7 +245,12 @@ def test_slot_save_restore_erase(tiny_model_path, tmp_path):
 @pytest.mark.parametrize("n_parallel", [1, 2])
 def test_speculative_greedy_equals_plain_greedy(tiny_model_path, draft_model_path, alone, n_parallel):
     with ServerContext(
-        tiny_model_path, n_ctx=512, n_parallel=n_parallel, n_threads=1, draft_model_path=draft_model_path, n_draft=4
+        tiny_model_path,
+        n_ctx=512 * n_parallel,
+        n_parallel=n_parallel,
+        n_threads=1,
+        draft_model_path=draft_model_path,
+        n_draft=4,
     ) as srv:
         results = run_concurrently(srv, [greedy(p) for p in PROMPTS[:n_parallel]])
         again = srv.complete(greedy(PROMPTS[0]))  # with a cached prefix in both KV caches

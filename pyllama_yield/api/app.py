@@ -14,6 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..server import ServerContext
+from ..settings import ServerSettings
 from . import native, openai
 from .app_state import AppState
 from .bridge import Bridge
@@ -25,10 +26,11 @@ Handler = Callable[[Request], Awaitable[Response]]
 def _endpoint(fn: Handler, public: bool = False) -> Handler:
     async def wrapped(request: Request) -> Response:
         state: AppState = request.app.state.pyllama
-        if state.api_key and not public:
+        api_key = state.settings.api_key
+        if api_key and not public:
             auth = request.headers.get("authorization", "")
             given = auth[7:] if auth.lower().startswith("bearer ") else request.headers.get("x-api-key")
-            if given != state.api_key:
+            if given != api_key:
                 return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
         try:
             return await fn(request)
@@ -38,12 +40,24 @@ def _endpoint(fn: Handler, public: bool = False) -> Handler:
     return wrapped
 
 
+def _gated(fn: Handler, enabled: Callable[[ServerSettings], bool], flag: str, what: str) -> Handler:
+    """A route that a flag turns on (llama-server answers 501 when it is off)."""
+
+    async def gated(request: Request) -> Response:
+        state: AppState = request.app.state.pyllama
+        if not enabled(state.settings):
+            raise ApiError(f"This server does not support {what}. Start it with `{flag}`", 501, "not_supported_error")
+        return await fn(request)
+
+    return gated
+
+
 # path, handler, methods, public (no API key needed)
 ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/health", native.health, ["GET"], True),
     ("/v1/health", native.health, ["GET"], True),
-    ("/metrics", native.metrics, ["GET"], False),
-    ("/slots", native.slots, ["GET"], False),
+    ("/metrics", _gated(native.metrics, lambda s: s.metrics, "--metrics", "metrics endpoint"), ["GET"], False),
+    ("/slots", _gated(native.slots, lambda s: s.slots, "--slots", "slots endpoint"), ["GET"], False),
     ("/tokenize", native.tokenize, ["POST"], False),
     ("/detokenize", native.detokenize, ["POST"], False),
     ("/completion", native.completion, ["POST"], False),
@@ -56,10 +70,13 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
 ]
 
 
-def build_app(srv: ServerContext, *, api_key: str | None = None, poll_interval_s: float = 0.25) -> Starlette:
-    """The Starlette app serving ``srv`` (which must be started)."""
-    app = Starlette(
-        routes=[Route(path, _endpoint(fn, public), methods=methods) for path, fn, methods, public in ROUTES]
-    )
-    app.state.pyllama = AppState(srv, Bridge(srv, poll_interval_s), api_key)
+def build_app(
+    srv: ServerContext, settings: ServerSettings | None = None, *, poll_interval_s: float = 0.25
+) -> Starlette:
+    """The Starlette app serving ``srv`` (which must be started) with ``settings`` (the flags)."""
+    settings = settings or ServerSettings()
+    routes = [Route(path, _endpoint(fn, public), methods=methods) for path, fn, methods, public in ROUTES]
+    app = Starlette(routes=routes)
+    threads = settings.threads_http if settings.threads_http > 0 else 512
+    app.state.pyllama = AppState(srv, Bridge(srv, poll_interval_s, threads), settings)
     return app

@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ..server import ServerContext
+from ..settings import ServerSettings
 from .bridge import Bridge
 from .errors import ApiError
 
@@ -17,7 +18,7 @@ from .errors import ApiError
 class AppState:
     srv: ServerContext
     bridge: Bridge
-    api_key: str | None = None
+    settings: ServerSettings
 
     @property
     def model_name(self) -> str:

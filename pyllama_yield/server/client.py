@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from .. import _build_config
 from ..common import json_schema_to_grammar
+from ..llama import apply_chat_template
 from ..queue import ResponseReader, Result, Task, TaskType
 from .params import CompletionParams, resolve
 from .task import CompletionTask, tokenize_prompts
@@ -49,6 +50,8 @@ class ClientSide:
     defaults: CompletionParams
     n_parallel: int
     n_ctx_slot: int
+    model_name: str
+    chat_template: str | None
     _eog_tokens: list[int] | None
 
     # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
@@ -72,14 +75,18 @@ class ClientSide:
         return self.vocab.detokenize(tokens)
 
     def render_chat(self, messages: list[dict[str, str]]) -> str:
-        """The prompt for a chat, in the model's chat template (ChatML when it has none)."""
-        return self.model.apply_chat_template(messages)
+        """The prompt for a chat, in the server's chat template (``--chat-template``), else the
+        model's, else ChatML."""
+        return apply_chat_template(self.template_name(), messages)
+
+    def template_name(self) -> str:
+        return self.chat_template or self.model.chat_template() or "chatml"
 
     def describe(self, model_path: str | os.PathLike[str]) -> dict[str, Any]:
         """What ``/props`` and ``/v1/models`` tell about the served model."""
         return {
             "model_path": str(model_path),
-            "model": os.path.basename(str(model_path)),
+            "model": self.model_name,
             "description": self.model.description(),
             "n_vocab": self.model.n_vocab,
             "n_ctx_train": self.model.n_ctx_train,
@@ -87,7 +94,7 @@ class ClientSide:
             "n_params": self.model.n_params,
             "n_ctx_slot": self.n_ctx_slot,
             "n_parallel": self.n_parallel,
-            "chat_template": self.model.chat_template() or "chatml",
+            "chat_template": self.template_name(),
             "speculative": getattr(self, "draft_model", None) is not None,
             "system_fingerprint": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
         }

@@ -39,34 +39,59 @@ class ServerContext(ClientSide):
         self,
         model_path: str | os.PathLike[str],
         *,
-        n_ctx: int = 2048,
+        n_ctx: int = 0,
         n_parallel: int = 1,
+        kv_unified: bool = False,
         n_batch: int = 512,
+        n_ubatch: int = 512,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
         n_gpu_layers: int = 0,
+        flash_attn: str = "auto",
+        cache_type_k: str | None = None,
+        cache_type_v: str | None = None,
+        use_mmap: bool = True,
+        use_mlock: bool = False,
+        swa_full: bool = False,
         progress: Callable[[float], object] | None = None,
         draft_model_path: str | os.PathLike[str] | None = None,
         n_draft: int = 4,
+        n_draft_min: int = 0,
         yield_decode: bool = True,
         idle_sleep_ms: int = -1,
         defaults: CompletionParams | None = None,
+        model_name: str | None = None,
+        chat_template: str | None = None,
     ) -> None:
-        if n_parallel < 1 or n_batch < 1 or n_ctx < 8 or n_draft < 0:
-            raise ValueError("n_parallel and n_batch must be >= 1, n_ctx >= 8, n_draft >= 0")
-        self.model = Model(model_path, n_gpu_layers=n_gpu_layers, progress=progress)
-        # a slot never gets more context than the model was trained for
-        self.n_ctx_slot = min(n_ctx, self.model.n_ctx_train)
+        """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
+        unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
+        training context."""
+        if n_parallel < 1 or n_batch < 1 or n_ctx < 0 or n_draft < 0:
+            raise ValueError("n_parallel and n_batch must be >= 1, n_ctx >= 0, n_draft >= 0")
+        self.model = Model(
+            model_path, n_gpu_layers=n_gpu_layers, progress=progress, use_mmap=use_mmap, use_mlock=use_mlock
+        )
         self.n_parallel = n_parallel
         self.yield_decode = yield_decode
         self.idle_sleep_ms = idle_sleep_ms
-        ctx_args = dict(
-            n_ctx=self.n_ctx_slot * n_parallel,
+        self.model_name = model_name or os.path.basename(str(model_path))
+        # a built-in template name or a template: the model's own one otherwise, ChatML when it has none
+        self.chat_template = chat_template
+        ctx_args: dict[str, Any] = dict(
+            n_ctx=n_ctx,
             n_batch=n_batch,
-            n_ubatch=min(n_batch, 512),
+            n_ubatch=min(n_batch, n_ubatch),
             n_seq_max=n_parallel,
             n_threads=n_threads,
+            n_threads_batch=n_threads_batch,
+            flash_attn=flash_attn,
+            type_k=cache_type_k,
+            type_v=cache_type_v,
+            kv_unified=kv_unified,
+            swa_full=swa_full,
         )
         self.ctx = Context(self.model, **ctx_args)
+        self.n_ctx_slot = min(self.ctx.n_ctx_seq, self.model.n_ctx_train)
         self.n_batch = self.ctx.n_batch
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
@@ -77,7 +102,7 @@ class ServerContext(ClientSide):
         self.draft_ctx: Context | None = None
         self.n_draft = 0
         if draft_model_path is not None:
-            speculative.load_draft(self, draft_model_path, n_gpu_layers, ctx_args, n_draft)
+            speculative.load_draft(self, draft_model_path, n_gpu_layers, ctx_args, n_draft, n_draft_min)
         self.info = self.describe(model_path)
         self.slots = [Slot(i) for i in range(n_parallel)]
         self.queue = ServerQueue()

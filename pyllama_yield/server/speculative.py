@@ -23,7 +23,12 @@ log = logging.getLogger("pyllama_yield.server")
 
 
 def load_draft(
-    srv: ServerContext, path: str | os.PathLike[str], n_gpu_layers: int, ctx_args: dict[str, Any], n_draft: int
+    srv: ServerContext,
+    path: str | os.PathLike[str],
+    n_gpu_layers: int,
+    ctx_args: dict[str, Any],
+    n_draft: int,
+    n_draft_min: int = 0,
 ) -> None:
     """Load the draft model with a context shaped like the target's."""
     srv.draft_model = Model(path, n_gpu_layers=n_gpu_layers)
@@ -33,6 +38,7 @@ def load_draft(
     srv.draft_batch = Batch(srv.n_batch)
     # every generating slot sends its last token plus its drafts in the shared batch
     srv.n_draft = max(0, min(n_draft, srv.n_batch // srv.n_parallel - 1))
+    srv.n_draft_min = n_draft_min
 
 
 def draft(srv: ServerContext, slots: list[Slot]) -> None:
@@ -47,6 +53,8 @@ def draft(srv: ServerContext, slots: list[Slot]) -> None:
         if n_predict >= 0:
             budget = min(budget, n_predict - len(s.generated) - 1)
         budget = max(0, min(budget, srv.n_ctx_slot - pos - 2))
+        if budget < srv.n_draft_min:
+            budget = 0  # too few drafts to be worth verifying (--spec-draft-n-min)
         drafts: list[int] = []
         tok = s.last_token
         for i in range(max(budget, 1)):  # at least the last token, to keep the draft KV in step

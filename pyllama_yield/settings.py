@@ -1,0 +1,255 @@
+"""``serve`` settings: llama-server's command line, its ``LLAMA_ARG_*`` environment variables and the
+per-request sampling defaults, from one definition.
+
+Each field names its llama-server flags (and the ``--no-`` form where llama-server has one) and its
+environment variable; ``cli.py`` builds the argument parser from these fields. A flag we cannot
+honour yet is still declared, so that using it is an error that names it, never silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .server.params import CompletionParams
+
+__all__ = ["ServerSettings", "UnsupportedFlagError"]
+
+
+class UnsupportedFlagError(ValueError):
+    """A llama-server flag that this server cannot honour (yet)."""
+
+
+def arg(
+    default: Any,
+    *flags: str,
+    env: str | None = None,
+    neg: tuple[str, ...] = (),
+    help: str = "",  # noqa: A002 - argparse's name
+    supported: bool | str = True,
+) -> Any:
+    """A setting with its llama-server flags. ``supported`` is False for a flag we cannot honour,
+    or a reason string; such a setting must keep its default."""
+    return Field(
+        default,
+        validation_alias=env,  # the environment variable; flags and code use the field's name
+        json_schema_extra={"flags": list(flags), "neg": list(neg), "help": help, "supported": supported},
+    )
+
+
+NOT_YET = "not supported by pyllama-yield yet"
+
+
+class ServerSettings(BaseSettings):
+    """llama-server's options that matter to a server, with its defaults."""
+
+    # only llama-server's LLAMA_ARG_* names (the aliases) and PYLLAMA_* ones are read from the environment
+    model_config = SettingsConfigDict(populate_by_name=True, extra="forbid", env_prefix="PYLLAMA_")
+
+    # --- model and compute
+    model: str | None = arg(
+        None, "-m", "--model", env="LLAMA_ARG_MODEL", help="GGUF model (default: a tiny demo model)"
+    )
+    ctx_size: int = arg(
+        0, "-c", "--ctx-size", env="LLAMA_ARG_CTX_SIZE", help="total context over all slots, 0 = the model's"
+    )
+    parallel: int = arg(-1, "-np", "--parallel", env="LLAMA_ARG_N_PARALLEL", help="slots (-1 = auto: 4, unified KV)")
+    kv_unified: bool = arg(
+        False,
+        "-kvu",
+        "--kv-unified",
+        neg=("-no-kvu", "--no-kv-unified"),
+        env="LLAMA_ARG_KV_UNIFIED",
+        help="one KV buffer shared by all slots (each slot may use the whole context)",
+    )
+    batch_size: int = arg(2048, "-b", "--batch-size", env="LLAMA_ARG_BATCH", help="logical batch size")
+    ubatch_size: int = arg(512, "-ub", "--ubatch-size", env="LLAMA_ARG_UBATCH", help="physical batch size")
+    threads: int = arg(-1, "-t", "--threads", env="LLAMA_ARG_THREADS", help="threads for generation (-1 = all cores)")
+    threads_batch: int = arg(-1, "-tb", "--threads-batch", help="threads for prompt processing (-1 = --threads)")
+    n_gpu_layers: int = arg(
+        -1,
+        "-ngl",
+        "--gpu-layers",
+        "--n-gpu-layers",
+        env="LLAMA_ARG_N_GPU_LAYERS",
+        help="layers to offload (-1 = all that the backend takes)",
+    )
+    flash_attn: Literal["on", "off", "auto"] = arg("auto", "-fa", "--flash-attn", env="LLAMA_ARG_FLASH_ATTN")
+    cache_type_k: str = arg("f16", "-ctk", "--cache-type-k", env="LLAMA_ARG_CACHE_TYPE_K", help="KV cache type for K")
+    cache_type_v: str = arg("f16", "-ctv", "--cache-type-v", env="LLAMA_ARG_CACHE_TYPE_V", help="KV cache type for V")
+    mlock: bool = arg(False, "--mlock", env="LLAMA_ARG_MLOCK", help="keep the model in RAM")
+    mmap: bool = arg(True, "--mmap", neg=("--no-mmap",), env="LLAMA_ARG_MMAP", help="memory-map the model")
+    swa_full: bool = arg(False, "--swa-full", env="LLAMA_ARG_SWA_FULL", help="full-size SWA cache")
+    rpc: str | None = arg(None, "--rpc", env="LLAMA_ARG_RPC", help="comma-separated rpc-server host:port list")
+    model_draft: str | None = arg(
+        None,
+        "-md",
+        "--spec-draft-model",
+        "--model-draft",
+        "--draft",
+        env="LLAMA_ARG_SPEC_DRAFT_MODEL",
+        help="draft model for speculative decoding",
+    )
+    spec_draft_n_max: int = arg(
+        16, "--draft-max", "--spec-draft-n-max", env="LLAMA_ARG_SPEC_DRAFT_N_MAX", help="tokens drafted per step"
+    )
+    spec_draft_n_min: int = arg(
+        0,
+        "--draft-min",
+        "--spec-draft-n-min",
+        env="LLAMA_ARG_SPEC_DRAFT_N_MIN",
+        help="fewer drafts than this are not verified",
+    )
+    cont_batching: bool = arg(
+        True,
+        "-cb",
+        "--cont-batching",
+        neg=("-nocb", "--no-cont-batching"),
+        env="LLAMA_ARG_CONT_BATCHING",
+        help="continuous batching (always on here)",
+    )
+
+    # --- HTTP
+    host: str = arg("127.0.0.1", "--host", env="LLAMA_ARG_HOST")
+    port: int = arg(8080, "--port", env="LLAMA_ARG_PORT")
+    api_key: str | None = arg(None, "--api-key", env="LLAMA_API_KEY", help="require 'Authorization: Bearer KEY'")
+    alias: str | None = arg(None, "-a", "--alias", env="LLAMA_ARG_ALIAS", help="model name in answers and /v1/models")
+    tags: str | None = arg(None, "--tags", env="LLAMA_ARG_TAGS", help="comma-separated model tags (informational)")
+    threads_http: int = arg(-1, "--threads-http", env="LLAMA_ARG_THREADS_HTTP", help="threads waiting on requests")
+    metrics: bool = arg(False, "--metrics", env="LLAMA_ARG_ENDPOINT_METRICS", help="serve /metrics")
+    props: bool = arg(False, "--props", env="LLAMA_ARG_ENDPOINT_PROPS", help="allow POST /props")
+    slots: bool = arg(True, "--slots", neg=("--no-slots",), env="LLAMA_ARG_ENDPOINT_SLOTS", help="serve /slots")
+    ui: bool = arg(
+        False,
+        "--ui",
+        "--webui",
+        neg=("--no-ui", "--no-webui"),
+        env="LLAMA_ARG_UI",
+        supported="this server has no web UI",
+    )
+    offline: bool = arg(False, "--offline", env="LLAMA_ARG_OFFLINE", help="never download (this server never does)")
+    verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
+    log_disable: bool = arg(False, "--log-disable", help="no logs")
+    log_level: str = arg("warning", "--log-level", help="uvicorn's log level")
+
+    # --- per-request defaults (a request's own fields win)
+    n_predict: int = arg(-1, "-n", "--predict", "--n-predict", env="LLAMA_ARG_N_PREDICT", help="tokens to predict")
+    temp: float = arg(0.8, "--temp", "--temperature", env="LLAMA_ARG_TEMPERATURE")
+    top_k: int = arg(40, "--top-k", env="LLAMA_ARG_TOP_K")
+    top_p: float = arg(0.95, "--top-p", env="LLAMA_ARG_TOP_P")
+    min_p: float = arg(0.05, "--min-p", env="LLAMA_ARG_MIN_P")
+    typical: float = arg(1.0, "--typical", "--typical-p")
+    seed: int = arg(-1, "-s", "--seed", help="-1: a random seed per request")
+    repeat_last_n: int = arg(64, "--repeat-last-n")
+    repeat_penalty: float = arg(1.0, "--repeat-penalty", env="LLAMA_ARG_REPEAT_PENALTY")
+    presence_penalty: float = arg(0.0, "--presence-penalty", env="LLAMA_ARG_PRESENCE_PENALTY")
+    frequency_penalty: float = arg(0.0, "--frequency-penalty", env="LLAMA_ARG_FREQUENCY_PENALTY")
+    dry_multiplier: float = arg(0.0, "--dry-multiplier")
+    mirostat: int = arg(0, "--mirostat")
+    ignore_eos: bool = arg(False, "--ignore-eos")
+    samplers: str | None = arg(None, "--samplers", help="';'-separated sampler names")
+    grammar: str | None = arg(None, "--grammar", help="GBNF applied to every request")
+    json_schema: str | None = arg(None, "-j", "--json-schema", help="JSON schema applied to every request")
+    keep: int = arg(0, "--keep", help="prompt tokens kept on a context shift")
+
+    # --- chat templates
+    chat_template: str | None = arg(
+        None,
+        "--chat-template",
+        env="LLAMA_ARG_CHAT_TEMPLATE",
+        help="a built-in template name (chatml, llama3, ...) or a template",
+    )
+    chat_template_file: str | None = arg(None, "--chat-template-file", env="LLAMA_ARG_CHAT_TEMPLATE_FILE")
+    jinja: bool = arg(False, "--jinja", neg=("--no-jinja",), env="LLAMA_ARG_JINJA", supported=NOT_YET)
+    reasoning_format: str | None = arg(None, "--reasoning-format", env="LLAMA_ARG_THINK", supported=NOT_YET)
+    reasoning_budget: int = arg(-1, "--reasoning-budget", env="LLAMA_ARG_THINK_BUDGET", supported=NOT_YET)
+
+    # --- llama-server features not built yet: an error if asked for
+    embedding: bool = arg(False, "--embedding", "--embeddings", env="LLAMA_ARG_EMBEDDINGS", supported=NOT_YET)
+    reranking: bool = arg(False, "--rerank", "--reranking", env="LLAMA_ARG_RERANKING", supported=NOT_YET)
+    pooling: str | None = arg(None, "--pooling", env="LLAMA_ARG_POOLING", supported=NOT_YET)
+    slot_save_path: str | None = arg(None, "--slot-save-path", supported=NOT_YET)
+    context_shift: bool = arg(
+        False, "--context-shift", neg=("--no-context-shift",), env="LLAMA_ARG_CONTEXT_SHIFT", supported=NOT_YET
+    )
+    cache_reuse: int = arg(0, "--cache-reuse", env="LLAMA_ARG_CACHE_REUSE", supported=NOT_YET)
+    cache_ram: int = arg(
+        0,
+        "-cram",
+        "--cache-ram",
+        env="LLAMA_ARG_CACHE_RAM",
+        supported="no host-memory prompt cache here (only 0 is accepted)",
+    )
+    cache_idle_slots: bool = arg(
+        False,
+        "--cache-idle-slots",
+        neg=("--no-cache-idle-slots",),
+        env="LLAMA_ARG_CACHE_IDLE_SLOTS",
+        supported="no host-memory prompt cache here",
+    )
+    sleep_idle_seconds: int = arg(-1, "--sleep-idle-seconds", supported=NOT_YET)
+    lora: list[str] | None = arg(None, "--lora", supported=NOT_YET)
+    timeout: int = arg(3600, "-to", "--timeout", env="LLAMA_ARG_TIMEOUT", supported=NOT_YET)
+    hf_repo: str | None = arg(None, "-hf", "-hfr", "--hf-repo", supported="no downloads here: pass -m FILE")
+    hf_file: str | None = arg(None, "-hff", "--hf-file", supported="no downloads here: pass -m FILE")
+    model_url: str | None = arg(None, "-mu", "--model-url", supported="no downloads here: pass -m FILE")
+
+    @model_validator(mode="after")
+    def _refuse_what_we_cannot_honour(self) -> ServerSettings:
+        for name, info in type(self).model_fields.items():
+            extra = info.json_schema_extra or {}
+            supported = extra.get("supported", True)  # type: ignore[union-attr]
+            if supported is True or getattr(self, name) == info.default:
+                continue
+            if name == "cache_ram" and self.cache_ram == 0:
+                continue
+            flag = extra["flags"][-1]  # type: ignore[index]
+            raise UnsupportedFlagError(f"{flag}: {supported}")
+        return self
+
+    # --- derived
+    @property
+    def n_parallel(self) -> int:
+        return 4 if self.parallel < 0 else self.parallel
+
+    @property
+    def unified_kv(self) -> bool:
+        return self.kv_unified or self.parallel < 0  # llama-server's auto slots share one KV buffer
+
+    def chat_template_text(self) -> str | None:
+        """``--chat-template`` (a name or a template) or the contents of ``--chat-template-file``."""
+        if self.chat_template_file:
+            with open(self.chat_template_file, encoding="utf-8") as f:
+                return f.read()
+        return self.chat_template
+
+    def completion_defaults(self) -> CompletionParams:
+        """The per-request defaults these flags set (a request's own fields win)."""
+        fields: dict[str, Any] = {
+            "n_predict": self.n_predict,
+            "temperature": self.temp,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "min_p": self.min_p,
+            "typical_p": self.typical,
+            "seed": self.seed,
+            "repeat_last_n": self.repeat_last_n,
+            "repeat_penalty": self.repeat_penalty,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "dry_multiplier": self.dry_multiplier,
+            "mirostat": self.mirostat,
+            "ignore_eos": self.ignore_eos,
+            "n_keep": self.keep,
+        }
+        if self.samplers:
+            fields["samplers"] = [s for s in self.samplers.split(";") if s]
+        if self.grammar:
+            fields["grammar"] = self.grammar
+        if self.json_schema:
+            import json
+
+            fields["json_schema"] = json.loads(self.json_schema)
+        return CompletionParams.model_validate(fields)
