@@ -106,6 +106,8 @@ def _server_context(settings, stack: ExitStack):  # noqa: ANN001, ANN202 - impor
         defaults=settings.completion_defaults(),
         model_name=settings.alias,
         chat_template=settings.chat_template_text(),
+        n_predict_max=settings.n_predict_max,
+        n_probs_max=settings.n_probs_max,
         progress=ProgressBar(f"loading {path.name}"),
     )
 

@@ -133,6 +133,36 @@ class ServerSettings(BaseSettings):
     verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
     log_disable: bool = arg(False, "--log-disable", help="no logs")
     log_level: str = arg("warning", "--log-level", help="uvicorn's log level")
+    timeout: int = arg(
+        3600,
+        "-to",
+        "--timeout",
+        env="LLAMA_ARG_TIMEOUT",
+        help="seconds a request may take; then it is cancelled and answered 503",
+    )
+
+    # --- limits (ours: llama-server has no such flags)
+    max_body_size: int = arg(
+        32 << 20,
+        "--max-body-size",
+        env="PYLLAMA_MAX_BODY_SIZE",
+        help="largest request body in bytes; larger ones get a 413 before they are read",
+    )
+    max_queue: int = arg(
+        256,
+        "--max-queue",
+        env="PYLLAMA_MAX_QUEUE",
+        help="requests waiting for a slot beyond the busy ones; more get a 503 with Retry-After",
+    )
+    n_predict_max: int = arg(
+        -1,
+        "--n-predict-max",
+        env="PYLLAMA_N_PREDICT_MAX",
+        help="largest n_predict a request may ask for (-1: no cap but the context)",
+    )
+    n_probs_max: int = arg(
+        100, "--n-probs-max", env="PYLLAMA_N_PROBS_MAX", help="largest n_probs / top_logprobs a request may ask for"
+    )
 
     # --- per-request defaults (a request's own fields win)
     n_predict: int = arg(-1, "-n", "--predict", "--n-predict", env="LLAMA_ARG_N_PREDICT", help="tokens to predict")
@@ -191,7 +221,6 @@ class ServerSettings(BaseSettings):
     )
     sleep_idle_seconds: int = arg(-1, "--sleep-idle-seconds", supported=NOT_YET)
     lora: list[str] | None = arg(None, "--lora", supported=NOT_YET)
-    timeout: int = arg(3600, "-to", "--timeout", env="LLAMA_ARG_TIMEOUT", supported=NOT_YET)
     hf_repo: str | None = arg(None, "-hf", "-hfr", "--hf-repo", supported="no downloads here: pass -m FILE")
     hf_file: str | None = arg(None, "-hff", "--hf-file", supported="no downloads here: pass -m FILE")
     model_url: str | None = arg(None, "-mu", "--model-url", supported="no downloads here: pass -m FILE")

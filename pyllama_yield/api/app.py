@@ -78,5 +78,6 @@ def build_app(
     routes = [Route(path, _endpoint(fn, public), methods=methods) for path, fn, methods, public in ROUTES]
     app = Starlette(routes=routes)
     threads = settings.threads_http if settings.threads_http > 0 else 512
-    app.state.pyllama = AppState(srv, Bridge(srv, poll_interval_s, threads), settings)
+    bridge = Bridge(srv, poll_interval_s, threads, max_queue=settings.max_queue, timeout_s=settings.timeout)
+    app.state.pyllama = AppState(srv, bridge, settings)
     return app

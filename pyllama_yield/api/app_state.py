@@ -29,9 +29,25 @@ class AppState:
         return self.srv.info["system_fingerprint"]
 
 
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with a 413 as soon as it is known to pass ``limit`` bytes: from
+    its Content-Length before reading anything, else while it streams in."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(f"request body too large ({declared} bytes, limit {limit})", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(f"request body too large (over {limit} bytes)", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def json_body(request: Request) -> dict[str, Any]:
+    state: AppState = request.app.state.pyllama
     try:
-        body = json.loads(await request.body())
+        body = json.loads(await read_body(request, state.settings.max_body_size))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(f"malformed JSON body: {exc}") from exc
     if not isinstance(body, dict):

@@ -11,10 +11,12 @@ import asyncio
 import functools
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
@@ -60,9 +62,19 @@ class Bridge:
     ends when its reader is stopped or the server stops, and :meth:`close` joins them all, so no
     thread outlives the server."""
 
-    def __init__(self, srv: ServerContext, poll_interval_s: float = 0.25, max_threads: int = 512) -> None:
+    def __init__(
+        self,
+        srv: ServerContext,
+        poll_interval_s: float = 0.25,
+        max_threads: int = 512,
+        max_queue: int = 256,
+        timeout_s: float = 3600,
+    ) -> None:
         self.srv = srv
         self.poll_interval_s = poll_interval_s
+        self.max_in_flight = srv.n_parallel + max_queue  # completion tasks running or waiting
+        self.timeout_s = timeout_s
+        self.in_flight = 0  # only touched on the event loop thread
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="pyllama-http")
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -100,14 +112,42 @@ class Bridge:
             raise ApiError(str(exc)) from None
 
     def submit(self, tasks: list[CompletionTask]) -> ResponseReader:
-        return self.srv.submit(tasks, self.poll_interval_s)
+        """Post the tasks, if the queue has room for them (else a 503 with Retry-After)."""
+        if self.in_flight + len(tasks) > self.max_in_flight:
+            raise ApiError(
+                f"the server is busy ({self.in_flight} requests in flight); retry later",
+                503,
+                "unavailable_error",
+                headers={"Retry-After": "1"},
+            )
+        reader = self.srv.submit(tasks, self.poll_interval_s)
+        self.in_flight += len(tasks)
+        stop = reader.stop
+
+        def stop_and_release() -> None:
+            if not reader.stopped:
+                self.in_flight -= len(tasks)
+            stop()
+
+        reader.stop = stop_and_release  # type: ignore[method-assign]
+        return reader
+
+    def _timeout_error(self) -> ApiError:
+        return ApiError(f"the request took longer than {self.timeout_s:g} s (--timeout)", 503, "unavailable_error")
+
+    def _deadline(self) -> Callable[[], bool]:
+        end = time.monotonic() + self.timeout_s
+        return lambda: time.monotonic() > end
 
     async def run_to_end(self, request: Request, tasks: list[CompletionTask]) -> list[dict[str, Any]]:
         """Non-streaming: every task's final payload, in the request's order. A disconnect cancels."""
         finals: dict[int, dict[str, Any]] = {}
+        expired = self._deadline()
         with DisconnectWatch(request) as watch, self.submit(tasks) as reader:
             while len(finals) < len(tasks):
-                res = await self._next(reader, watch.event.is_set)
+                res = await self._next(reader, lambda: watch.event.is_set() or expired())
+                if res is None and expired():
+                    raise self._timeout_error()
                 if res is None:  # the client left
                     raise ApiError("client disconnected", 499)
                 if res.is_error:
@@ -124,36 +164,43 @@ class Bridge:
 
         The first result is awaited before the response starts, so a rejected request is a plain
         HTTP error, not an event stream."""
+        expired = self._deadline()
         reader = self.submit(tasks)
-        first = await self._next(reader, lambda: False)
-        if first is not None and first.is_error:
+        first = await self._next(reader, expired)
+        if first is None or first.is_error:
             reader.stop()
+            if first is None:
+                raise self._timeout_error()
             raise result_error(first)
 
         async def events() -> AsyncIterator[str]:
-            batch = [first] if first is not None else []
-            n_final = 0
+            batch, n_final = [first], 0
             try:
-                while batch:
+                while True:
                     out = []
                     for res in batch:
                         if res.is_error:
-                            out.append(sse({"error": error_json(result_error(res))}))
-                            break
+                            yield "".join(out) + sse({"error": error_json(result_error(res))})
+                            return
                         out += [sse(item) for item in render(res)]
                         n_final += res.is_final
-                    if batch[-1].is_error:
-                        yield "".join(out)
-                        return
                     if n_final == len(tasks):
                         yield "".join(out) + (sse(done) if done else "")
                         return
                     yield "".join(out)  # one write per burst of tokens
+                    if expired():
+                        yield sse({"error": error_json(self._timeout_error())})
+                        return
                     # one thread hop per burst: every result already waiting comes along
-                    batch = await self.run(reader.next_available, lambda: False)
+                    batch = await self.run(reader.next_available, expired)
+                    if not batch and not expired():
+                        return  # the reader was stopped: nothing more will come
             finally:
                 reader.stop()  # cancels the request if the client went away mid-stream
 
         return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            background=BackgroundTask(reader.stop),  # also when the stream never started
         )

@@ -12,10 +12,18 @@ __all__ = ["ApiError", "error_json", "error_response", "result_error"]
 
 
 class ApiError(Exception):
-    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error", **extra: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        kind: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
+        self.headers = headers  # e.g. Retry-After on a 503
         self.extra = extra  # e.g. n_prompt_tokens and n_ctx of an exceed_context_size_error
 
 
@@ -24,7 +32,7 @@ def error_json(exc: ApiError) -> dict[str, Any]:
 
 
 def error_response(exc: ApiError) -> JSONResponse:
-    return JSONResponse({"error": error_json(exc)}, status_code=exc.status)
+    return JSONResponse({"error": error_json(exc)}, status_code=exc.status, headers=exc.headers)
 
 
 def result_error(result: Result) -> ApiError:

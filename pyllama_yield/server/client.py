@@ -51,6 +51,8 @@ class ClientSide:
     n_parallel: int
     n_ctx_slot: int
     model_name: str
+    n_predict_max: int
+    n_probs_max: int
     chat_template: str | None
     _eog_tokens: list[int] | None
 
@@ -113,6 +115,7 @@ class ClientSide:
                 params = CompletionParams.model_validate(data).over(self.defaults)
             except ValidationError as exc:
                 raise ValueError(_validation_message(exc)) from None
+        params = self._apply_caps(params)
         if prompt is None:
             prompt = data.get("prompt") if isinstance(data, dict) else None
         if prompt is None:
@@ -126,6 +129,18 @@ class ClientSide:
             for j in range(params.n_cmpl):
                 tasks.append(CompletionTask(tokens, task_params, index=i * params.n_cmpl + j, prompt_text=text))
         return tasks
+
+    def _apply_caps(self, params: CompletionParams) -> CompletionParams:
+        """The server's caps on what one request may ask for (``--n-predict-max``, ``--n-probs-max``)."""
+        if params.n_probs > self.n_probs_max:
+            raise ValueError(f"n_probs {params.n_probs} is over this server's limit of {self.n_probs_max}")
+        cap = self.n_predict_max
+        if cap >= 0:
+            if params.n_predict > cap:
+                raise ValueError(f"n_predict {params.n_predict} is over this server's limit of {cap}")
+            if params.n_predict < 0:
+                params = params.model_copy(update={"n_predict": cap})
+        return params
 
     def check_prompt(self, tokens: list[int]) -> None:
         if not tokens:

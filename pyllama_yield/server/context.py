@@ -62,6 +62,8 @@ class ServerContext(ClientSide):
         defaults: CompletionParams | None = None,
         model_name: str | None = None,
         chat_template: str | None = None,
+        n_predict_max: int = -1,
+        n_probs_max: int = 100,
     ) -> None:
         """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
         unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
@@ -77,6 +79,8 @@ class ServerContext(ClientSide):
         self.model_name = model_name or os.path.basename(str(model_path))
         # a built-in template name or a template: the model's own one otherwise, ChatML when it has none
         self.chat_template = chat_template
+        self.n_predict_max = n_predict_max  # caps on what one request may ask for
+        self.n_probs_max = n_probs_max
         ctx_args: dict[str, Any] = dict(
             n_ctx=n_ctx,
             n_batch=n_batch,
