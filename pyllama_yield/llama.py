@@ -67,8 +67,12 @@ class InvalidBatchError(DecodeError):
 
 
 def _with_cause(message: str) -> str:
-    problems = take_recent_problems()
-    return f"{message}: {problems[-1].strip()}" if problems else message
+    """``message`` with what llama.cpp logged since the call began: the first problem is the root
+    cause (e.g. which GGUF field is bad), the last one what gave up."""
+    problems = [p.strip() for p in take_recent_problems()]
+    if not problems:
+        return message
+    return f"{message}: {problems[0]}" + (f" ({problems[-1]})" if len(problems) > 1 else "")
 
 
 class _Owner:
