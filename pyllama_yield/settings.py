@@ -200,7 +200,7 @@ class ServerSettings(BaseSettings):
     embedding: bool = arg(False, "--embedding", "--embeddings", env="LLAMA_ARG_EMBEDDINGS", supported=NOT_YET)
     reranking: bool = arg(False, "--rerank", "--reranking", env="LLAMA_ARG_RERANKING", supported=NOT_YET)
     pooling: str | None = arg(None, "--pooling", env="LLAMA_ARG_POOLING", supported=NOT_YET)
-    slot_save_path: str | None = arg(None, "--slot-save-path", supported=NOT_YET)
+    slot_save_path: str | None = arg(None, "--slot-save-path", help="folder for POST /slots/{id}?action=save|restore")
     context_shift: bool = arg(
         False, "--context-shift", neg=("--no-context-shift",), env="LLAMA_ARG_CONTEXT_SHIFT", supported=NOT_YET
     )

@@ -128,3 +128,41 @@ def test_openai_errors_have_the_openai_shape(client, server):
     assert r.status_code == 400
     ok = server.post("/v1/chat/completions", json={"messages": CHAT, "max_tokens": 1, "unknown_field": {"a": 1}})
     assert ok.status_code == 200  # unknown fields are ignored, as llama-server ignores them
+
+
+def test_props_apply_template_and_index(server):
+    props = server.get("/props").json()
+    assert props["total_slots"] == 4 and props["default_generation_settings"]["n_ctx"] == 2048
+    assert props["default_generation_settings"]["params"]["temperature"] == 0.8
+    assert props["model_alias"] == "tiny.gguf" and props["endpoint_metrics"] is True
+    assert props["bos_token"] and props["build_info"].startswith("b")
+    assert server.post("/props", json={}).status_code == 501  # needs --props
+    r = server.post("/apply-template", json={"messages": [{"role": "user", "content": "Hi there"}]}).json()
+    assert "Hi there" in r["prompt"] and r["prompt"] != "Hi there"
+    assert server.get("/").status_code == 200
+
+
+def test_slot_save_restore_erase_and_traversal(tiny_model_path, tmp_path):
+    from http_server import start_server, stop_server
+
+    proc, base = start_server(tiny_model_path, "--threads", "1", "-np", "1", "--slot-save-path", str(tmp_path))
+    try:
+        import httpx
+
+        body = {"prompt": "Hello world, once more", "n_predict": 2, "temperature": 0, "id_slot": 0}
+        assert httpx.post(f"{base}/completion", json=body).status_code == 200
+        saved = httpx.post(f"{base}/slots/0?action=save", json={"filename": "s0.bin"}).json()
+        assert saved["n_saved"] > 0 and saved["filename"] == "s0.bin" and (tmp_path / "s0.bin").is_file()
+        assert httpx.post(f"{base}/slots/0?action=erase").json()["n_erased"] == saved["n_saved"]
+        restored = httpx.post(f"{base}/slots/0?action=restore", json={"filename": "s0.bin"}).json()
+        assert restored["n_restored"] == saved["n_saved"] and restored["n_read"] > 0
+        again = httpx.post(f"{base}/completion", json=body).json()
+        assert again["tokens_cached"] >= saved["n_saved"] - 1
+        for bad in ("../escape.bin", "/etc/passwd", "a/b.bin", "..", ""):
+            r = httpx.post(f"{base}/slots/0?action=save", json={"filename": bad})
+            assert r.status_code == 400 and r.json()["error"]["message"] == "Invalid filename", bad
+        assert httpx.post(f"{base}/slots/0?action=dance").status_code == 400
+        assert not (tmp_path.parent / "escape.bin").exists()
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from ..server import ServerContext
 from ..settings import ServerSettings
-from . import native, openai
+from . import admin, native, openai
 from .app_state import AppState
 from .bridge import Bridge
 from .errors import ApiError, error_response
@@ -54,7 +54,12 @@ def _gated(fn: Handler, enabled: Callable[[ServerSettings], bool], flag: str, wh
 
 # path, handler, methods, public (no API key needed)
 ROUTES: list[tuple[str, Handler, list[str], bool]] = [
+    ("/", admin.index, ["GET"], True),
     ("/health", native.health, ["GET"], True),
+    ("/props", admin.get_props, ["GET"], False),
+    ("/props", admin.post_props, ["POST"], False),
+    ("/apply-template", admin.apply_template, ["POST"], False),
+    ("/slots/{id_slot}", admin.slot_action, ["POST"], False),
     ("/v1/health", native.health, ["GET"], True),
     ("/metrics", _gated(native.metrics, lambda s: s.metrics, "--metrics", "metrics endpoint"), ["GET"], False),
     ("/slots", _gated(native.slots, lambda s: s.slots, "--slots", "slots endpoint"), ["GET"], False),

@@ -76,6 +76,14 @@ class ClientSide:
     def detokenize(self, tokens: list[int]) -> str:
         return self.vocab.detokenize(tokens)
 
+    def token_text(self, token: int) -> str:
+        """A token's text, special tokens shown (``<bos>``); empty for "no such token" (-1)."""
+        return "" if token < 0 else self.vocab.token_to_piece(token, special=True).decode("utf-8", "replace")
+
+    def default_settings(self) -> dict[str, Any]:
+        """The generation settings a request gets when it sets nothing (``/props``)."""
+        return resolve(self.defaults, self, json_schema_to_grammar, n_parallel=self.n_parallel).settings
+
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         """The prompt for a chat, in the server's chat template (``--chat-template``), else the
         model's, else ChatML."""

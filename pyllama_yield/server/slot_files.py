@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..queue import Result, Task
@@ -28,24 +30,45 @@ def _slot_and_path(srv: ServerContext, task: Task, need_path: bool = True) -> tu
 
 def save(srv: ServerContext, task: Task) -> None:
     slot, path = _slot_and_path(srv, task)
+    t0 = time.perf_counter()
     n_bytes = srv.ctx.save_seq_state_file(path, slot.id, slot.cache_tokens)
+    ms = (time.perf_counter() - t0) * 1e3
+    name = (task.payload or {}).get("name", str(path))
     srv.responses.send(
         Result(
             task.id,
-            {"id_slot": slot.id, "filename": str(path), "n_saved": len(slot.cache_tokens), "n_written": n_bytes},
+            {
+                "id_slot": slot.id,
+                "filename": name,
+                "n_saved": len(slot.cache_tokens),
+                "n_written": n_bytes,
+                "timings": {"save_ms": ms},
+            },
         )
     )
 
 
 def restore(srv: ServerContext, task: Task) -> None:
     slot, path = _slot_and_path(srv, task)
+    t0 = time.perf_counter()
     srv.ctx.seq_rm(slot.id)
     slot.cache_tokens = srv.ctx.load_seq_state_file(path, slot.id, srv.n_ctx_slot)
     if srv.draft_ctx is not None:
         srv.draft_ctx.seq_rm(slot.id)
         speculative.prefill(srv, slot, len(slot.cache_tokens))
+    ms = (time.perf_counter() - t0) * 1e3
+    name = (task.payload or {}).get("name", str(path))
     srv.responses.send(
-        Result(task.id, {"id_slot": slot.id, "filename": str(path), "n_restored": len(slot.cache_tokens)})
+        Result(
+            task.id,
+            {
+                "id_slot": slot.id,
+                "filename": name,
+                "n_restored": len(slot.cache_tokens),
+                "n_read": os.path.getsize(path),
+                "timings": {"restore_ms": ms},
+            },
+        )
     )
 
 

@@ -1,0 +1,112 @@
+"""Server-level routes: GET /, /props, /apply-template, slot actions (POST /slots/{id}?action=)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from ..queue import TaskType
+from .app_state import AppState, json_body
+from .errors import ApiError
+from .protocol import ChatRequest, chat_to_llama
+
+_SLOT_TASKS = {"save": TaskType.SLOT_SAVE, "restore": TaskType.SLOT_RESTORE, "erase": TaskType.SLOT_ERASE}
+
+
+async def index(request: Request) -> Response:
+    # llama-server serves its web UI here; this server has none, so it says what it is
+    return PlainTextResponse("pyllama-yield: a llama-server compatible API (no web UI). See /v1/models, /props.\n")
+
+
+def props_json(state: AppState) -> dict[str, Any]:
+    srv, settings = state.srv, state.settings
+    info = srv.info
+    defaults = srv.defaults
+    return {
+        "default_generation_settings": {
+            "params": {k: v for k, v in srv.default_settings().items() if k not in ("stop", "grammar")},
+            "n_ctx": srv.n_ctx_slot,
+        },
+        "total_slots": srv.n_parallel,
+        "model_alias": info["model"],
+        "model_path": info["model_path"],
+        "modalities": {"vision": False, "video": False, "audio": False},
+        "endpoint_slots": settings.slots,
+        "endpoint_props": settings.props,
+        "endpoint_metrics": settings.metrics,
+        "ui": False,
+        "chat_template": info["chat_template"],
+        "bos_token": srv.token_text(srv.vocab.bos),
+        "eos_token": srv.token_text(srv.vocab.eos),
+        "build_info": info["system_fingerprint"],
+        "is_sleeping": False,
+        "n_predict_default": defaults.n_predict,
+    }
+
+
+async def get_props(request: Request) -> Response:
+    return JSONResponse(props_json(request.app.state.pyllama))
+
+
+async def post_props(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    if not state.settings.props:
+        raise ApiError(
+            "This server does not support changing global properties. Start it with `--props`",
+            501,
+            "not_supported_error",
+        )
+    await json_body(request)
+    return JSONResponse({"success": True})
+
+
+async def apply_template(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    body = chat_to_llama(await json_body(request))
+    chat = ChatRequest.parse(body)
+    try:
+        prompt = await state.bridge.run(state.srv.render_chat, chat.template_messages())
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    return JSONResponse({"prompt": prompt})
+
+
+def _valid_filename(name: Any) -> bool:
+    """A plain file name inside the slot folder: no path, no traversal, nothing odd (as llama.cpp's
+    ``fs_validate_filename``)."""
+    if not isinstance(name, str) or not 0 < len(name) <= 255 or name in (".", ".."):
+        return False
+    if any(c in name for c in '/\\:*?"<>|') or any(ord(c) < 32 for c in name):
+        return False
+    return not name.startswith(" ") and not name.endswith((" ", "."))
+
+
+async def slot_action(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    folder = state.settings.slot_save_path
+    if not folder:
+        raise ApiError(
+            "This server does not support slots action. Start it with `--slot-save-path`", 501, "not_supported_error"
+        )
+    try:
+        id_slot = int(request.path_params["id_slot"])
+    except ValueError:
+        raise ApiError("Invalid slot ID") from None
+    action = request.query_params.get("action", "")
+    if action not in _SLOT_TASKS:
+        raise ApiError("Invalid action")
+    payload: dict[str, Any] = {"id_slot": id_slot}
+    if action != "erase":
+        body = await json_body(request)
+        name = body.get("filename")
+        if not _valid_filename(name):
+            raise ApiError("Invalid filename")
+        path = Path(folder) / name
+        if action == "restore" and not path.is_file():
+            raise ApiError(f"no saved slot file named {name!r}", 404, "not_found_error")
+        payload.update(filename=os.fspath(path), name=name)
+    return JSONResponse((await state.bridge.call(_SLOT_TASKS[action], payload)).payload)
