@@ -40,10 +40,11 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 class ProgressBar:
-    """Model load progress on stderr."""
+    """Model load progress on stderr; returning False (once ``cancel`` is set) aborts the load."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, cancel=None) -> None:  # noqa: ANN001 - a threading.Event
         self.label = label
+        self.cancel = cancel
         self.last = -1
 
     def __call__(self, progress: float) -> bool:
@@ -55,7 +56,7 @@ class ProgressBar:
             if pct >= 100:
                 sys.stderr.write("\n")
             sys.stderr.flush()
-        return True
+        return not (self.cancel is not None and self.cancel.is_set())
 
 
 def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSettings, imported lazily
@@ -73,7 +74,7 @@ def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSet
     return path
 
 
-def _server_context(settings, stack: ExitStack):  # noqa: ANN001, ANN202 - imported lazily
+def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
     from pyllama_yield.server import ServerContext
 
     if settings.rpc:
@@ -108,7 +109,7 @@ def _server_context(settings, stack: ExitStack):  # noqa: ANN001, ANN202 - impor
         chat_template=settings.chat_template_text(),
         n_predict_max=settings.n_predict_max,
         n_probs_max=settings.n_probs_max,
-        progress=ProgressBar(f"loading {path.name}"),
+        progress=ProgressBar(f"loading {path.name}", cancel),
     )
 
 
@@ -120,30 +121,51 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"serve needs the server extra: pip install 'pyllama-yield[server]' ({exc})", file=sys.stderr)
         return 2
+    import threading
+
     from pyllama_yield.cli import settings_from_args
 
     settings = settings_from_args(args)
+    # Listen first and load the model in the background, as llama-server does: meanwhile every
+    # request (/health too) gets 503 "Loading model".
+    app = build_app(None, settings)
+    state = app.state.pyllama
+    log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, timeout_graceful_shutdown=5)
+    )
+    shutting_down = threading.Event()
+    failure: list[BaseException] = []
+
+    def load(stack: ExitStack) -> None:
+        try:
+            srv = _server_context(settings, stack, cancel=shutting_down).start()
+            stack.callback(srv.stop)
+            state.attach(srv)
+            print(
+                f"serving {srv.info['model']} on http://{settings.host}:{settings.port} "
+                f"({srv.n_parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
+                file=sys.stderr,
+            )
+        except BaseException as exc:  # reported below; the server must not keep running without a model
+            if not shutting_down.is_set():  # else: the load was given up on purpose
+                failure.append(exc)
+            server.should_exit = True
+
     with ExitStack() as stack:
-        srv = _server_context(settings, stack).start()
-        app = build_app(srv, settings)
-        stack.callback(app.state.pyllama.bridge.close)  # last: joins the HTTP threads srv.stop woke
-        stack.callback(srv.stop)
-        log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
-        config = uvicorn.Config(
-            app, host=settings.host, port=settings.port, log_level=log_level, timeout_graceful_shutdown=5
-        )
-        print(
-            f"serving {srv.info['model']} on http://{settings.host}:{settings.port} "
-            f"({srv.n_parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
-            file=sys.stderr,
-        )
+        stack.callback(state.close)  # last: joins the HTTP threads that srv.stop woke
+        loader = threading.Thread(target=load, args=(stack,), name="model-loader")
         # uvicorn handles Ctrl-C/SIGTERM while it runs, then re-raises them to the handlers it found:
         # make those no-ops, so the shutdown below runs instead of a KeyboardInterrupt or a kill
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
-        uvicorn.Server(config).run()  # returns on Ctrl-C / SIGTERM
-    import threading
-
+        loader.start()
+        server.run()  # returns on Ctrl-C / SIGTERM, or when loading failed
+        shutting_down.set()  # a load still running gives up at its next progress report
+        loader.join()
+    if failure:
+        print(f"error: {failure[0]}", file=sys.stderr)
+        return 1
     left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     print(f"shut down: {'threads left: ' + ', '.join(left) if left else 'no thread left'}", file=sys.stderr)
     return 1 if left else 0

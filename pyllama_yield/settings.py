@@ -114,7 +114,15 @@ class ServerSettings(BaseSettings):
     # --- HTTP
     host: str = arg("127.0.0.1", "--host", env="LLAMA_ARG_HOST")
     port: int = arg(8080, "--port", env="LLAMA_ARG_PORT")
-    api_key: str | None = arg(None, "--api-key", env="LLAMA_API_KEY", help="require 'Authorization: Bearer KEY'")
+    api_key: str | None = arg(
+        None, "--api-key", env="LLAMA_API_KEY", help="require 'Authorization: Bearer KEY' (comma-separated keys)"
+    )
+    cors_origins: str = arg(
+        "*",
+        "--cors-origins",
+        env="LLAMA_ARG_CORS_ORIGINS",
+        help="allowed CORS origins: '*' echoes the caller's, 'localhost' only local ones, or a list",
+    )
     alias: str | None = arg(None, "-a", "--alias", env="LLAMA_ARG_ALIAS", help="model name in answers and /v1/models")
     tags: str | None = arg(None, "--tags", env="LLAMA_ARG_TAGS", help="comma-separated model tags (informational)")
     threads_http: int = arg(-1, "--threads-http", env="LLAMA_ARG_THREADS_HTTP", help="threads waiting on requests")
@@ -239,6 +247,10 @@ class ServerSettings(BaseSettings):
         return self
 
     # --- derived
+    @property
+    def api_keys(self) -> list[str]:
+        return [k for k in (self.api_key or "").split(",") if k]
+
     @property
     def n_parallel(self) -> int:
         return 4 if self.parallel < 0 else self.parallel

@@ -202,3 +202,40 @@ def test_metrics_and_slots_follow_their_flags(tiny_model_path):
     finally:
         out = stop_server(proc)
     assert proc.returncode == 0, out[-3000:]
+
+
+def test_loading_answers_503_and_cors_follows_llama_server():
+    from starlette.testclient import TestClient
+
+    from pyllama_yield.api import build_app
+    from pyllama_yield.settings import ServerSettings
+
+    with TestClient(build_app(None, ServerSettings())) as c:  # no model attached yet: still loading
+        r = c.get("/health")
+        assert r.status_code == 503 and r.json()["error"]["message"] == "Loading model"
+        pre = c.options("/v1/chat/completions", headers={"Origin": "http://example.com"})
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://example.com"
+        assert "POST" in pre.headers["access-control-allow-methods"]
+    local = build_app(None, ServerSettings(cors_origins="localhost"))
+    with TestClient(local) as c:
+        assert "access-control-allow-origin" not in c.options("/", headers={"Origin": "http://evil.com"}).headers
+        ok = c.options("/", headers={"Origin": "http://localhost:3000"}).headers
+        assert ok["access-control-allow-origin"] == "http://localhost:3000"
+
+
+def test_a_missing_model_is_a_clear_error_and_exit_1(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(tmp_path / "nope.gguf"), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "model file not found" in proc.stderr and "nope.gguf" in proc.stderr
+
+
+def test_cors_headers_on_a_real_answer(server):
+    r = server.get("/health", headers={"Origin": "http://a.example"})
+    assert r.headers["access-control-allow-origin"] == "http://a.example"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,8 +18,8 @@ from ..server import ServerContext
 from ..settings import ServerSettings
 from . import admin, native, openai
 from .app_state import AppState
-from .bridge import Bridge
 from .errors import ApiError, error_response
+from .middleware import ServerMiddleware
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -26,11 +27,11 @@ Handler = Callable[[Request], Awaitable[Response]]
 def _endpoint(fn: Handler, public: bool = False) -> Handler:
     async def wrapped(request: Request) -> Response:
         state: AppState = request.app.state.pyllama
-        api_key = state.settings.api_key
-        if api_key and not public:
-            auth = request.headers.get("authorization", "")
-            given = auth[7:] if auth.lower().startswith("bearer ") else request.headers.get("x-api-key")
-            if given != api_key:
+        keys = state.settings.api_keys
+        if keys and not public:
+            auth = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
+            given = auth[7:] if auth.startswith("Bearer ") else auth
+            if given not in keys:
                 return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
         try:
             return await fn(request)
@@ -76,13 +77,17 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
 
 
 def build_app(
-    srv: ServerContext, settings: ServerSettings | None = None, *, poll_interval_s: float = 0.25
+    srv: ServerContext | None, settings: ServerSettings | None = None, *, poll_interval_s: float = 0.25
 ) -> Starlette:
-    """The Starlette app serving ``srv`` (which must be started) with ``settings`` (the flags)."""
+    """The Starlette app for ``settings`` (the flags). It serves ``srv`` (a started server context)
+    once attached: pass it here, or later with ``app.state.pyllama.attach(srv)`` (until then every
+    request gets 503 "Loading model", as llama-server answers while it loads)."""
     settings = settings or ServerSettings()
+    state = AppState(settings, poll_interval_s)
     routes = [Route(path, _endpoint(fn, public), methods=methods) for path, fn, methods, public in ROUTES]
-    app = Starlette(routes=routes)
-    threads = settings.threads_http if settings.threads_http > 0 else 512
-    bridge = Bridge(srv, poll_interval_s, threads, max_queue=settings.max_queue, timeout_s=settings.timeout)
-    app.state.pyllama = AppState(srv, bridge, settings)
+    middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_origins, is_ready=lambda: state.ready)]
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.pyllama = state
+    if srv is not None:
+        state.attach(srv)
     return app

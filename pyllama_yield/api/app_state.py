@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -14,11 +13,30 @@ from .bridge import Bridge
 from .errors import ApiError
 
 
-@dataclass
 class AppState:
-    srv: ServerContext
-    bridge: Bridge
-    settings: ServerSettings
+    """The app's state; the server context arrives once the model is loaded (:meth:`attach`):
+    until then the middleware answers every request with 503 "Loading model"."""
+
+    def __init__(self, settings: ServerSettings, poll_interval_s: float = 0.25) -> None:
+        self.settings = settings
+        self.poll_interval_s = poll_interval_s
+        self.srv: ServerContext = None  # type: ignore[assignment]  # set by attach()
+        self.bridge: Bridge = None  # type: ignore[assignment]
+
+    @property
+    def ready(self) -> bool:
+        return self.srv is not None
+
+    def attach(self, srv: ServerContext) -> None:
+        s = self.settings
+        threads = s.threads_http if s.threads_http > 0 else 512
+        self.bridge = Bridge(srv, self.poll_interval_s, threads, max_queue=s.max_queue, timeout_s=s.timeout)
+        self.srv = srv
+
+    def close(self) -> None:
+        """Join the HTTP threads (after the server context stopped, which wakes them)."""
+        if self.bridge is not None:
+            self.bridge.close()
 
     @property
     def model_name(self) -> str:
