@@ -198,6 +198,11 @@ class Model(_Owner):
         return lib.llama_model_n_layer(self.ptr)
 
     @property
+    def size(self) -> int:
+        """Bytes of all the model's tensors."""
+        return lib.llama_model_size(self.ptr)
+
+    @property
     def n_params(self) -> int:
         return lib.llama_model_n_params(self.ptr)
 

@@ -21,23 +21,60 @@ from .errors import ApiError
 from .protocol import ChatRequest, chat_to_llama, completion_to_llama
 
 
-async def models(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
+def models_json(state: AppState) -> dict[str, Any]:
+    """``/v1/models`` as llama-server answers it: the OpenAI list, plus an Ollama-style ``models``."""
     info = state.srv.info
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": [
-                {
-                    "id": info["model"],
-                    "object": "model",
-                    "created": int(state.srv.stats.t_start),
-                    "owned_by": "llamacpp",
-                    "meta": {k: info[k] for k in ("n_vocab", "n_ctx_train", "n_embd", "n_params", "description")},
-                }
-            ],
-        }
-    )
+    name = info["model"]
+    aliases = [a for a in (state.settings.alias or "").split(",") if a] or [name]
+    tags = [t for t in (state.settings.tags or "").split(",") if t]
+    return {
+        "models": [
+            {
+                "name": name,
+                "model": name,
+                "modified_at": "",
+                "size": "",
+                "digest": "",
+                "type": "model",
+                "description": "",
+                "tags": tags or [""],
+                "capabilities": ["completion"],
+                "parameters": "",
+                "details": {
+                    "parent_model": "",
+                    "format": "gguf",
+                    "family": "",
+                    "families": [""],
+                    "parameter_size": "",
+                    "quantization_level": "",
+                },
+            }
+        ],
+        "object": "list",
+        "data": [
+            {
+                "id": name,
+                "aliases": aliases,
+                "tags": tags,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": "llamacpp",
+                "meta": {
+                    "n_vocab": info["n_vocab"],
+                    "n_ctx": info["n_ctx_slot"],
+                    "n_ctx_train": info["n_ctx_train"],
+                    "n_embd": info["n_embd"],
+                    "n_params": info["n_params"],
+                    "size": info["size"],
+                    "description": info["description"],
+                },
+            }
+        ],
+    }
+
+
+async def models(request: Request) -> Response:
+    return JSONResponse(models_json(request.app.state.pyllama))
 
 
 def _usage(payloads: list[dict[str, Any]]) -> dict[str, Any]:

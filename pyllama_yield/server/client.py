@@ -102,6 +102,7 @@ class ClientSide:
             "n_ctx_train": self.model.n_ctx_train,
             "n_embd": self.model.n_embd,
             "n_params": self.model.n_params,
+            "size": self.model.size,
             "n_ctx_slot": self.n_ctx_slot,
             "n_parallel": self.n_parallel,
             "chat_template": self.template_name(),
