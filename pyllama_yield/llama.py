@@ -290,6 +290,17 @@ class Vocab:
     def eos(self) -> int:
         return lib.llama_vocab_eos(self.ptr)
 
+    @property
+    def add_bos(self) -> bool:
+        return bool(lib.llama_vocab_get_add_bos(self.ptr))
+
+    def fim(self, kind: str) -> int:
+        """A fill-in-the-middle token: ``pre``, ``suf``, ``mid``, ``pad``, ``rep`` or ``sep``
+        (-1 when the vocab has none)."""
+        if kind not in ("pre", "suf", "mid", "pad", "rep", "sep"):
+            raise ValueError(f"unknown FIM token kind {kind!r}")
+        return getattr(lib, f"llama_vocab_fim_{kind}")(self.ptr)
+
     def is_eog(self, token: int) -> bool:
         return bool(lib.llama_vocab_is_eog(self.ptr, token))
 

@@ -68,6 +68,7 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/detokenize", native.detokenize, ["POST"], False),
     ("/completion", native.completion, ["POST"], False),
     ("/completions", native.completion, ["POST"], False),
+    ("/infill", native.infill, ["POST"], False),
     ("/v1/models", openai.models, ["GET"], False),
     ("/models", openai.models, ["GET"], False),
     ("/v1/completions", openai.completions, ["POST"], False),

@@ -92,10 +92,23 @@ async def detokenize(request: Request) -> Response:
     return JSONResponse({"content": content})
 
 
-async def completion(request: Request) -> Response:
+async def infill(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = await json_body(request)
-    tasks = await state.bridge.make_tasks(body)
+    try:
+        prompt = await state.bridge.run(state.srv.infill_tokens, body)
+    except NotImplementedError as exc:
+        raise ApiError(str(exc), 501, "not_supported_error") from None
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    return await completion(request, body, prompt)
+
+
+async def completion(request: Request, body: dict[str, Any] | None = None, prompt: Any = None) -> Response:
+    state: AppState = request.app.state.pyllama
+    if body is None:
+        body = await json_body(request)
+    tasks = await state.bridge.make_tasks(body, prompt)
     model = state.model_name
     fields = tasks[0].params.response_fields
 

@@ -17,6 +17,7 @@ from .. import _build_config
 from ..common import json_schema_to_grammar
 from ..llama import apply_chat_template
 from ..queue import ResponseReader, Result, Task, TaskType
+from .infill import fim_support_error, infill_prompt
 from .params import CompletionParams, resolve
 from .task import CompletionTask, tokenize_prompts
 
@@ -50,6 +51,7 @@ class ClientSide:
     defaults: CompletionParams
     n_parallel: int
     n_ctx_slot: int
+    n_batch: int
     model_name: str
     n_predict_max: int
     n_probs_max: int
@@ -83,6 +85,37 @@ class ClientSide:
     def default_settings(self) -> dict[str, Any]:
         """The generation settings a request gets when it sets nothing (``/props``)."""
         return resolve(self.defaults, self, json_schema_to_grammar, n_parallel=self.n_parallel).settings
+
+    def infill_tokens(self, body: dict[str, Any]) -> list[int]:
+        """The FIM prompt of an ``/infill`` request (``input_prefix``, ``input_suffix``,
+        ``input_extra``, and ``prompt`` as the start of the middle)."""
+        error = fim_support_error(self.vocab)
+        if error:
+            raise NotImplementedError(error)
+        prompt = body.get("prompt", "")
+        if not isinstance(prompt, str):
+            raise ValueError('"prompt" must be a string')
+        for name in ("input_prefix", "input_suffix"):
+            if name not in body:
+                raise ValueError(f'"{name}" is required')
+        extra = body.get("input_extra", [])
+        if not isinstance(extra, list):
+            raise ValueError('"input_extra" must be an array of {"filename": string, "text": string}')
+        for chunk in extra:
+            if not isinstance(chunk, dict) or not isinstance(chunk.get("text"), str):
+                raise ValueError('extra_context chunk must contain a "text" field with a string value')
+            if not isinstance(chunk.get("filename", ""), str):
+                raise ValueError("extra_context chunk's \"filename\" field must be a string")
+        return infill_prompt(
+            self.vocab,
+            body["input_prefix"],
+            body["input_suffix"],
+            extra,
+            self.tokenize(prompt, False, True),
+            n_batch=self.n_batch,
+            n_predict=self.defaults.n_predict,
+            n_ctx=self.n_ctx_slot,
+        )
 
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         """The prompt for a chat, in the server's chat template (``--chat-template``), else the
