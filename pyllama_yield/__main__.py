@@ -109,6 +109,8 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         chat_template=settings.chat_template_text(),
         n_predict_max=settings.n_predict_max,
         n_probs_max=settings.n_probs_max,
+        embedding=settings.embedding,
+        pooling=settings.pooling,
         progress=ProgressBar(f"loading {path.name}", cancel),
     )
 

@@ -482,6 +482,9 @@ _FLASH_ATTN = {
 }
 
 
+_POOLING = ("none", "mean", "cls", "last", "rank")
+
+
 def _ggml_type(name: str) -> int:
     value = getattr(lib, f"GGML_TYPE_{name.upper()}", None)
     if value is None:
@@ -508,6 +511,7 @@ class Context(_Owner):
         type_k: str | None = None,
         type_v: str | None = None,
         embeddings: bool = False,
+        pooling: str | None = None,
         kv_unified: bool | None = None,
         swa_full: bool = False,
     ) -> None:
@@ -532,6 +536,10 @@ class Context(_Owner):
         if type_v:
             params.type_v = _ggml_type(type_v)
         params.embeddings = embeddings
+        if pooling is not None:  # the model's own otherwise
+            if pooling not in _POOLING:
+                raise ValueError(f"pooling must be one of {sorted(_POOLING)}, got {pooling!r}")
+            params.pooling_type = getattr(lib, f"LLAMA_POOLING_TYPE_{pooling.upper()}")
         params.swa_full = swa_full
         if kv_unified is not None:  # llama.cpp's default otherwise
             params.kv_unified = kv_unified
@@ -619,8 +627,24 @@ class Context(_Owner):
         ptr = lib.llama_get_embeddings_ith(self.ptr, i)
         if ptr == ffi.NULL:
             raise IndexError(_with_cause(f"no embeddings for output {i} (create the context with embeddings=True)"))
-        view = np.frombuffer(ffi.buffer(ptr, 4 * self.model.n_embd), dtype=np.float32)
+        view = np.frombuffer(ffi.buffer(ptr, 4 * self.n_embd_out), dtype=np.float32)
         return view.copy() if copy else view
+
+    def embeddings_seq(self, seq_id: int) -> np.ndarray:
+        """The pooled embedding of sequence ``seq_id`` (a copy), for a context that pools."""
+        ptr = lib.llama_get_embeddings_seq(self.ptr, seq_id)
+        if ptr == ffi.NULL:
+            raise IndexError(_with_cause(f"no pooled embedding for sequence {seq_id}"))
+        return np.frombuffer(ffi.buffer(ptr, 4 * self.n_embd_out), dtype=np.float32).copy()
+
+    @property
+    def n_embd_out(self) -> int:
+        return lib.llama_model_n_embd_out(self.model.ptr)
+
+    @property
+    def pooling(self) -> str:
+        """How embeddings are pooled: none, mean, cls, last or rank."""
+        return _POOLING[lib.llama_pooling_type(self.ptr)]
 
     # memory (KV cache) ---------------------------------------------------------------------
     def memory_clear(self, data: bool = True) -> None:

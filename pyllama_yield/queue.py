@@ -41,6 +41,7 @@ class QueueError(RuntimeError):
 
 class TaskType(enum.Enum):
     COMPLETION = "completion"
+    EMBEDDING = "embedding"
     CANCEL = "cancel"
     METRICS = "metrics"
     SLOT_SAVE = "slot_save"

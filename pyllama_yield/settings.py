@@ -205,9 +205,13 @@ class ServerSettings(BaseSettings):
     reasoning_budget: int = arg(-1, "--reasoning-budget", env="LLAMA_ARG_THINK_BUDGET", supported=NOT_YET)
 
     # --- llama-server features not built yet: an error if asked for
-    embedding: bool = arg(False, "--embedding", "--embeddings", env="LLAMA_ARG_EMBEDDINGS", supported=NOT_YET)
+    embedding: bool = arg(
+        False, "--embedding", "--embeddings", env="LLAMA_ARG_EMBEDDINGS", help="serve embeddings (no completions)"
+    )
     reranking: bool = arg(False, "--rerank", "--reranking", env="LLAMA_ARG_RERANKING", supported=NOT_YET)
-    pooling: str | None = arg(None, "--pooling", env="LLAMA_ARG_POOLING", supported=NOT_YET)
+    pooling: Literal["none", "mean", "cls", "last", "rank"] | None = arg(
+        None, "--pooling", env="LLAMA_ARG_POOLING", help="embedding pooling (default: the model's)"
+    )
     slot_save_path: str | None = arg(None, "--slot-save-path", help="folder for POST /slots/{id}?action=save|restore")
     context_shift: bool = arg(
         False, "--context-shift", neg=("--no-context-shift",), env="LLAMA_ARG_CONTEXT_SHIFT", supported=NOT_YET

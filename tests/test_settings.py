@@ -75,7 +75,7 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
     "argv, flag",
     [
         (["--jinja"], "--jinja"),
-        (["--embedding"], "--embeddings"),
+        (["--rerank"], "--reranking"),
         (["--context-shift"], "--context-shift"),
         (["--hf-repo", "a/b"], "--hf-repo"),
         (["--cache-ram", "100"], "--cache-ram"),

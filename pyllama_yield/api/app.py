@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from ..server import ServerContext
 from ..settings import ServerSettings
-from . import admin, native, openai
+from . import admin, embeddings, native, openai
 from .app_state import AppState
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
@@ -69,6 +69,9 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/completion", native.completion, ["POST"], False),
     ("/completions", native.completion, ["POST"], False),
     ("/infill", native.infill, ["POST"], False),
+    ("/embedding", embeddings.embedding, ["POST"], False),
+    ("/embeddings", embeddings.embedding, ["POST"], False),
+    ("/v1/embeddings", embeddings.v1_embeddings, ["POST"], False),
     ("/v1/models", openai.models, ["GET"], False),
     ("/models", openai.models, ["GET"], False),
     ("/v1/completions", openai.completions, ["POST"], False),

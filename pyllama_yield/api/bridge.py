@@ -102,8 +102,14 @@ class Bridge:
         self, data: dict[str, Any], prompt: Any = None, params: CompletionParams | None = None
     ) -> list[CompletionTask]:
         """Validate and tokenize off the event loop; a bad request is a 400 in llama-server's words."""
+        return await self.build(lambda: self.srv.make_tasks(data, prompt, params=params))
+
+    async def build(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a task builder of the server context on a bridge thread, its errors as HTTP errors."""
         try:
-            return await self.run(lambda: self.srv.make_tasks(data, prompt, params=params))
+            return await self.run(fn, *args)
+        except NotImplementedError as exc:
+            raise ApiError(str(exc), 501, "not_supported_error") from None
         except ContextOverflowError as exc:
             raise ApiError(
                 str(exc), 400, "exceed_context_size_error", n_prompt_tokens=exc.n_prompt_tokens, n_ctx=exc.n_ctx
@@ -111,7 +117,7 @@ class Bridge:
         except ValueError as exc:
             raise ApiError(str(exc)) from None
 
-    def submit(self, tasks: list[CompletionTask]) -> ResponseReader:
+    def submit(self, tasks: list[Any]) -> ResponseReader:
         """Post the tasks, if the queue has room for them (else a 503 with Retry-After)."""
         if self.in_flight + len(tasks) > self.max_in_flight:
             raise ApiError(
@@ -139,7 +145,7 @@ class Bridge:
         end = time.monotonic() + self.timeout_s
         return lambda: time.monotonic() > end
 
-    async def run_to_end(self, request: Request, tasks: list[CompletionTask]) -> list[dict[str, Any]]:
+    async def run_to_end(self, request: Request, tasks: list[Any]) -> list[dict[str, Any]]:
         """Non-streaming: every task's final payload, in the request's order. A disconnect cancels."""
         finals: dict[int, dict[str, Any]] = {}
         expired = self._deadline()

@@ -17,6 +17,7 @@ from .. import _build_config
 from ..common import json_schema_to_grammar
 from ..llama import apply_chat_template
 from ..queue import ResponseReader, Result, Task, TaskType
+from .embedding import EmbeddingTask
 from .infill import fim_support_error, infill_prompt
 from .params import CompletionParams, resolve
 from .task import CompletionTask, tokenize_prompts
@@ -52,6 +53,8 @@ class ClientSide:
     n_parallel: int
     n_ctx_slot: int
     n_batch: int
+    n_ubatch: int
+    embedding: bool
     model_name: str
     n_predict_max: int
     n_probs_max: int
@@ -105,7 +108,7 @@ class ClientSide:
             if not isinstance(chunk, dict) or not isinstance(chunk.get("text"), str):
                 raise ValueError('extra_context chunk must contain a "text" field with a string value')
             if not isinstance(chunk.get("filename", ""), str):
-                raise ValueError("extra_context chunk's \"filename\" field must be a string")
+                raise ValueError('extra_context chunk\'s "filename" field must be a string')
         return infill_prompt(
             self.vocab,
             body["input_prefix"],
@@ -150,6 +153,8 @@ class ClientSide:
         """A request's JSON → one task per prompt and per choice (``n``), tokenized here, on the
         calling thread. ``prompt`` defaults to ``data["prompt"]``. Raises ``ValueError`` with the
         field and the reason for a bad request."""
+        if self.embedding:
+            raise NotImplementedError("This server does not support completions. Start it without `--embeddings`")
         if params is None:
             if not isinstance(data, dict):
                 raise ValueError("the request must be a JSON object")
@@ -184,6 +189,24 @@ class ClientSide:
                 params = params.model_copy(update={"n_predict": cap})
         return params
 
+    def make_embedding_tasks(self, inputs: Any, normalize: int = 2) -> list[EmbeddingTask]:
+        """One task per input (the prompt forms of completions); each must fit one ubatch."""
+        if not self.embedding:
+            raise NotImplementedError("This server does not support embeddings. Start it with `--embeddings`")
+        prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True))
+        tasks = []
+        for i, tokens in enumerate(prompts):
+            if not tokens:
+                raise ValueError("Input content cannot be empty")
+            self.check_prompt(tokens)
+            if len(tokens) > self.n_ubatch:
+                raise ValueError(
+                    f"input ({len(tokens)} tokens) is too large to process. increase the physical batch size "
+                    f"(current batch size: {self.n_ubatch})"
+                )
+            tasks.append(EmbeddingTask(tokens, index=i, normalize=normalize))
+        return tasks
+
     def check_prompt(self, tokens: list[int]) -> None:
         if not tokens:
             raise ValueError("the prompt is empty")
@@ -194,7 +217,9 @@ class ClientSide:
             raise ContextOverflowError(len(tokens), self.n_ctx_slot)
 
     def submit(
-        self, request: dict[str, Any] | CompletionTask | list[CompletionTask], poll_interval_s: float = 0.5
+        self,
+        request: dict[str, Any] | CompletionTask | list[CompletionTask] | list[EmbeddingTask],
+        poll_interval_s: float = 0.5,
     ) -> ResponseReader:
         """Post a completion (a request dict, or tasks from :meth:`make_tasks`); read partial and
         final results from the returned reader."""
@@ -204,7 +229,7 @@ class ClientSide:
             tasks = request if isinstance(request, list) else [request]
         reader = ResponseReader(self.queue, self.responses, poll_interval_s)
         self.queue.wait_until_no_sleep()
-        reader.post_tasks([Task(TaskType.COMPLETION, id_slot=t.params.id_slot, payload=t) for t in tasks])
+        reader.post_tasks([_as_task(t) for t in tasks])
         return reader
 
     def complete(self, request: dict[str, Any] | CompletionTask, timeout_s: float = 300) -> dict[str, Any]:
@@ -244,3 +269,9 @@ def _validation_message(exc: ValidationError) -> str:
         name = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "request"
         parts.append(f"Field '{name}': {err['msg']}")
     return "; ".join(parts)
+
+
+def _as_task(t: CompletionTask | EmbeddingTask) -> Task:
+    if isinstance(t, EmbeddingTask):
+        return Task(TaskType.EMBEDDING, payload=t)
+    return Task(TaskType.COMPLETION, id_slot=t.params.id_slot, payload=t)

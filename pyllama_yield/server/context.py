@@ -20,6 +20,7 @@ from ..llama import Batch, Context, DecodeError, LlamaError, Model
 from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
 from . import slot_files, speculative
 from .client import ClientSide
+from .embedding import EmbeddingTask, normalize
 from .metrics import Stats
 from .params import CompletionParams
 from .probs import token_probs
@@ -64,6 +65,8 @@ class ServerContext(ClientSide):
         chat_template: str | None = None,
         n_predict_max: int = -1,
         n_probs_max: int = 100,
+        embedding: bool = False,
+        pooling: str | None = None,
     ) -> None:
         """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
         unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
@@ -81,6 +84,12 @@ class ServerContext(ClientSide):
         self.chat_template = chat_template
         self.n_predict_max = n_predict_max  # caps on what one request may ask for
         self.n_probs_max = n_probs_max
+        self.embedding = embedding  # an embeddings server: no completions (as llama-server)
+        if embedding:
+            n_batch = min(n_batch, n_ubatch)  # a pooled prompt must fit one ubatch: make batches that size
+            # with one KV stream per sequence, llama.cpp splits a batch of several sequences into
+            # equal-length ubatches, which cuts a prompt (and its pooling) in parts: share one stream
+            kv_unified = True
         ctx_args: dict[str, Any] = dict(
             n_ctx=n_ctx,
             n_batch=n_batch,
@@ -94,9 +103,10 @@ class ServerContext(ClientSide):
             kv_unified=kv_unified,
             swa_full=swa_full,
         )
-        self.ctx = Context(self.model, **ctx_args)
+        self.ctx = Context(self.model, embeddings=embedding, pooling=pooling, **ctx_args)
         self.n_ctx_slot = min(self.ctx.n_ctx_seq, self.model.n_ctx_train)
         self.n_batch = self.ctx.n_batch
+        self.n_ubatch = min(n_ubatch, self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
         self.defaults = defaults or CompletionParams()  # the server's sampling settings
@@ -277,8 +287,40 @@ class ServerContext(ClientSide):
             speculative.prefill(self, slot, n_keep)
         self.stats.publish()
 
+    def _handle_embedding(self, task: Task) -> None:
+        et = task.payload
+        slot = next((s for s in self.slots if not s.busy), None)
+        if slot is None:
+            self.queue.defer(task)
+            self.stats.publish()
+            return
+        self.ctx.seq_rm(slot.id)  # an embedding is computed from scratch, never from a cache
+        slot.id_task = task.id
+        slot.task = et
+        slot.prompt_tokens = et.prompt_tokens
+        slot.cache_tokens = []
+        slot.n_prompt_done = slot.n_prompt_cached = 0
+        slot.t_start = now()
+        slot.state = SlotState.PROCESSING_PROMPT
+        self.stats.publish()
+
+    def _send_embedding(self, s: Slot) -> None:
+        et = s.task
+        assert isinstance(et, EmbeddingTask)
+        n = len(s.prompt_tokens)
+        if self.ctx.pooling == "none":  # one vector per token, as they are
+            vectors = [self.ctx.embeddings(s.i_batch - n + 1 + j).tolist() for j in range(n)]
+        else:
+            vectors = [normalize(self.ctx.embeddings_seq(s.id), et.normalize).tolist()]
+        self.responses.send(Result(s.id_task, {"index": et.index, "embedding": vectors, "tokens_evaluated": n}))
+        self.stats.add(prompt_tokens=0, requests_finished=1)
+        self.ctx.seq_rm(s.id)
+        s.cache_tokens = []
+        self._release(s)
+
     _HANDLERS: dict[TaskType, Callable[[ServerContext, Task], None]] = {
         TaskType.COMPLETION: _handle_completion,
+        TaskType.EMBEDDING: _handle_embedding,
         TaskType.SLOT_SAVE: slot_files.save,
         TaskType.SLOT_RESTORE: slot_files.restore,
         TaskType.SLOT_ERASE: slot_files.erase,
@@ -358,6 +400,14 @@ class ServerContext(ClientSide):
             if room <= 0:
                 break
             start = s.n_prompt_done
+            if isinstance(s.task, EmbeddingTask):  # whole, every token an output, or in a later batch
+                if len(s.prompt_tokens) > room:
+                    continue
+                for j, tok in enumerate(s.prompt_tokens):
+                    batch.add(tok, j, s.id, logits=True)
+                s.i_batch = batch.n_tokens - 1
+                chunks[s.id] = len(s.prompt_tokens)
+                continue
             chunk = s.prompt_tokens[start : start + room]
             last = start + len(chunk) == len(s.prompt_tokens)
             batch.add_sequence(chunk, start, s.id, logits_last=last)
@@ -374,6 +424,9 @@ class ServerContext(ClientSide):
             self.draft_ctx.decode(self.draft_batch)
 
     def _prompt_chunk_done(self, s: Slot, n: int) -> None:
+        if isinstance(s.task, EmbeddingTask):
+            self._send_embedding(s)
+            return
         s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
         s.n_prompt_done += n
         task = s.task

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .embedding import EmbeddingTask
 from .task import CompletionTask
 
 
@@ -33,7 +34,7 @@ class Slot:
     id: int
     state: SlotState = SlotState.IDLE
     id_task: int = -1
-    task: CompletionTask | None = None
+    task: CompletionTask | EmbeddingTask | None = None
     sampler: Any = None  # common.CommonSampler while busy
     cache_tokens: list[int] = field(default_factory=list)  # what the KV cache holds for this seq
     prompt_tokens: list[int] = field(default_factory=list)

@@ -1,0 +1,74 @@
+"""Embedding routes: ``/embedding`` (llama-server's shape) and ``/v1/embeddings`` (OpenAI's)."""
+
+from __future__ import annotations
+
+import base64
+import struct
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .app_state import AppState, json_body
+from .errors import ApiError
+
+
+async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any], list[dict[str, Any]], bool]:
+    """Run the request's inputs; also says whether to answer in OpenAI's shape."""
+    state: AppState = request.app.state.pyllama
+    if not state.srv.embedding:
+        raise ApiError(
+            "This server does not support embeddings. Start it with `--embeddings`", 501, "not_supported_error"
+        )
+    body = await json_body(request)
+    if "input" in body:
+        inputs = body["input"]
+    elif "content" in body:
+        inputs, oai = body["content"], False  # "content" is llama-server's field, answered in its shape
+    else:
+        raise ApiError('"input" or "content" must be provided')
+    if oai and state.srv.ctx.pooling == "none":
+        raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
+    fmt = body.get("encoding_format", "float")
+    if fmt not in ("float", "base64"):
+        raise ApiError("The format to return the embeddings in. Can be either float or base64")
+    norm = body.get("embd_normalize", 2)
+    if isinstance(norm, bool) or not isinstance(norm, int):
+        raise ApiError("embd_normalize must be an integer")
+    tasks = await state.bridge.build(state.srv.make_embedding_tasks, inputs, norm)
+    results = await state.bridge.run_to_end(request, tasks)
+    return state, body, results, oai
+
+
+def _native(results: list[dict[str, Any]]) -> JSONResponse:
+    return JSONResponse([{"index": r["index"], "embedding": r["embedding"]} for r in results])
+
+
+async def embedding(request: Request) -> Response:
+    """llama-server's ``/embedding``: ``[{"index", "embedding": [[...]]}, ...]``."""
+    _, _, results, _ = await _embed(request, oai=False)
+    return _native(results)
+
+
+async def v1_embeddings(request: Request) -> Response:
+    state, body, results, oai = await _embed(request, oai=True)
+    if not oai:  # asked with "content": llama-server's shape
+        return _native(results)
+    base64_out = body.get("encoding_format") == "base64"
+    data = []
+    for r in results:
+        vec = r["embedding"][0]
+        item: dict[str, Any] = {"embedding": vec, "index": r["index"], "object": "embedding"}
+        if base64_out:
+            item["embedding"] = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
+            item["encoding_format"] = "base64"
+        data.append(item)
+    n_tokens = sum(r["tokens_evaluated"] for r in results)
+    return JSONResponse(
+        {
+            "model": body.get("model", state.model_name),
+            "object": "list",
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+            "data": data,
+        }
+    )

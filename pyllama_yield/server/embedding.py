@@ -1,0 +1,37 @@
+"""Embedding tasks: a prompt in, its embedding out (``/embedding``, ``/v1/embeddings``).
+
+The whole prompt goes into one batch (a pooled embedding is computed over the tokens of one
+ubatch), then the pooled vector (or, with pooling ``none``, one vector per token) is normalized
+as llama-server's ``embd_normalize`` asks: -1 none, 0 max-abs to int16 range, 1 taxicab,
+2 euclidean (the default), p > 2 the p-norm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["EmbeddingTask", "normalize"]
+
+
+@dataclass
+class EmbeddingTask:
+    prompt_tokens: list[int]
+    index: int = 0
+    normalize: int = 2
+    cache_prompt: bool = False  # an embedding never reuses a slot's cache
+    id_slot: int = -1
+
+
+def normalize(v: np.ndarray, norm: int) -> np.ndarray:
+    v = v.astype(np.float64)
+    if norm < 0:
+        return v
+    if norm == 0:
+        scale = np.abs(v).max() / 32760.0
+    elif norm == 2:
+        scale = np.sqrt((v * v).sum())
+    else:
+        scale = (np.abs(v) ** norm).sum() ** (1.0 / norm)
+    return v / scale if scale > 0 else v
