@@ -2,6 +2,7 @@
 // error string.
 #include "common_shim.h"
 
+#include "chat.h"
 #include "common.h"
 #include "json-schema-to-grammar.h"
 #include "json.h"
@@ -141,7 +142,11 @@ extern "C" pyly_sampler * pyly_sampler_init(const void * model, const char * par
         }
         return new pyly_sampler{smpl};
     } catch (const std::exception & e) {
-        set_error(error, e.what());
+        // common_sampler_init rethrows a grammar failure as a bare std::exception
+        const std::string what = e.what();
+        set_error(error, what == "std::exception"
+                             ? "the grammar does not accept the chat template's generation prompt (see the log)"
+                             : what.c_str());
     }
     return nullptr;
 }
@@ -191,6 +196,126 @@ extern "C" int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, fl
 
 extern "C" char * pyly_json_schema_to_grammar(const char * schema_json, char ** error) {
     return guarded(error, [&] { return json_schema_to_grammar(common_json::parse(schema_json)); });
+}
+
+struct pyly_chat {
+    common_chat_templates_ptr tmpls;
+};
+
+extern "C" pyly_chat * pyly_chat_init(const void * model, const char * template_override, char ** error) {
+    if (error != nullptr) {
+        *error = nullptr;
+    }
+    try {
+        auto tmpls = common_chat_templates_init(static_cast<const llama_model *>(model),
+                                                template_override != nullptr ? template_override : "");
+        return new pyly_chat{std::move(tmpls)};
+    } catch (const std::exception & e) {
+        set_error(error, e.what());
+    }
+    return nullptr;
+}
+
+extern "C" void pyly_chat_free(pyly_chat * chat) {
+    delete chat;
+}
+
+extern "C" char * pyly_chat_info(pyly_chat * chat, char ** error) {
+    return guarded(error, [&] {
+        common_json caps = common_json::object();
+        for (const auto & [name, value] : common_chat_templates_get_caps(chat->tmpls.get())) {
+            caps[name] = value;
+        }
+        common_json out = common_json::object();
+        out["source"] = common_chat_templates_source(chat->tmpls.get(), "");
+        out["tool_use"] = common_chat_templates_source(chat->tmpls.get(), "tool_use");
+        out["caps"] = caps;
+        out["supports_thinking"] = common_chat_templates_support_enable_thinking(chat->tmpls.get());
+        return out.dump();
+    });
+}
+
+extern "C" char * pyly_chat_apply(pyly_chat * chat, const char * inputs_json, char ** error) {
+    return guarded(error, [&] {
+        const auto j = common_json::parse(inputs_json);
+        common_chat_templates_inputs in;
+        in.messages = common_chat_msgs_parse_oaicompat(j.at("messages"));
+        if (j.contains("tools") && !j.at("tools").is_null()) {
+            in.tools = common_chat_tools_parse_oaicompat(j.at("tools"));
+        }
+        in.tool_choice = common_chat_tool_choice_parse_oaicompat(j.value("tool_choice", std::string("auto")));
+        in.json_schema = j.value("json_schema", std::string());
+        in.grammar = j.value("grammar", std::string());
+        in.use_jinja = j.value("use_jinja", true);
+        in.parallel_tool_calls = j.value("parallel_tool_calls", false);
+        in.add_generation_prompt = j.value("add_generation_prompt", true);
+        if (j.contains("continue_final_message")) {
+            in.continue_final_message = common_chat_continuation_parse(j.at("continue_final_message"));
+        }
+        in.reasoning_format = common_reasoning_format_from_name(j.value("reasoning_format", std::string("none")));
+        in.enable_thinking = j.value("enable_thinking", true);
+        if (j.contains("chat_template_kwargs")) {
+            for (const auto & item : j.at("chat_template_kwargs").items()) {
+                in.chat_template_kwargs[item.key()] = item.value().get<std::string>();
+            }
+        }
+        const common_chat_params p = common_chat_templates_apply(chat->tmpls.get(), in);
+        common_json triggers = common_json::array();
+        for (const auto & t : p.grammar_triggers) {
+            common_json tj = common_json::object();
+            tj["type"] = static_cast<int>(t.type);
+            tj["value"] = t.value;
+            tj["token"] = static_cast<int>(t.token);
+            triggers.push_back(tj);
+        }
+        common_json out = common_json::object();
+        out["prompt"] = p.prompt;
+        out["format"] = static_cast<int>(p.format);
+        out["format_name"] = common_chat_format_name(p.format);
+        out["grammar"] = p.grammar;
+        out["grammar_lazy"] = p.grammar_lazy;
+        out["grammar_triggers"] = triggers;
+        out["preserved_tokens"] = p.preserved_tokens;
+        out["additional_stops"] = p.additional_stops;
+        out["parser"] = p.parser;
+        out["generation_prompt"] = p.generation_prompt;
+        out["supports_thinking"] = p.supports_thinking;
+        out["thinking_start_tag"] = p.thinking_start_tag;
+        out["thinking_end_tags"] = p.thinking_end_tags;
+        return out.dump();
+    });
+}
+
+extern "C" char * pyly_chat_parse(const char * text, int is_partial, const char * params_json, char ** error) {
+    return guarded(error, [&] {
+        const auto j = common_json::parse(params_json);
+        common_chat_parser_params pp;
+        pp.format = static_cast<common_chat_format>(j.value("format", 0));
+        pp.reasoning_format = common_reasoning_format_from_name(j.value("reasoning_format", std::string("none")));
+        pp.reasoning_in_content = j.value("reasoning_in_content", false);
+        pp.generation_prompt = j.value("generation_prompt", std::string());
+        pp.parse_tool_calls = j.value("parse_tool_calls", true);
+        pp.is_continuation = j.value("is_continuation", false);
+        const std::string parser = j.value("parser", std::string());
+        if (!parser.empty()) {
+            pp.parser.load(parser);
+        }
+        const common_chat_msg msg = common_chat_parse(text, is_partial != 0, pp);
+        common_json calls = common_json::array();
+        for (const auto & c : msg.tool_calls) {
+            common_json cj = common_json::object();
+            cj["name"] = c.name;
+            cj["arguments"] = c.arguments;
+            cj["id"] = c.id;
+            calls.push_back(cj);
+        }
+        common_json out = common_json::object();
+        out["role"] = msg.role.empty() ? std::string("assistant") : msg.role;
+        out["content"] = msg.content;
+        out["reasoning_content"] = msg.reasoning_content;
+        out["tool_calls"] = calls;
+        return out.dump();
+    });
 }
 
 extern "C" void pyly_free(void * ptr) {

@@ -38,6 +38,26 @@ PYLY_API int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_generate
  * `n` ids and probabilities and the sampled token's probability, returns how many were written. */
 PYLY_API int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, float * probs, float * p_selected);
 
+/* Chat templates as llama-server renders them (common_chat_templates: the Jinja engine, or the
+ * built-in formats), and the parser for what the model answers (content, reasoning, tool calls).
+ * `template_override` is a template or a built-in name, NULL or "" for the model's own. */
+typedef struct pyly_chat pyly_chat;
+
+PYLY_API pyly_chat * pyly_chat_init(const void * model, const char * template_override, char ** error);
+PYLY_API void pyly_chat_free(pyly_chat * chat);
+/* {"source": the default template, "tool_use": the tool-use variant or "", "caps": {...}} */
+PYLY_API char * pyly_chat_info(pyly_chat * chat, char ** error);
+/* inputs: {"messages": OpenAI messages, "tools", "tool_choice", "json_schema", "grammar",
+ * "use_jinja", "parallel_tool_calls", "add_generation_prompt", "continue_final_message",
+ * "reasoning_format", "enable_thinking", "chat_template_kwargs": {name: JSON text}}
+ * returns common_chat_params as JSON: prompt, format, grammar, grammar_lazy, grammar_triggers,
+ * preserved_tokens, additional_stops, parser, generation_prompt, thinking tags. */
+PYLY_API char * pyly_chat_apply(pyly_chat * chat, const char * inputs_json, char ** error);
+/* params: {"format", "reasoning_format", "reasoning_in_content", "generation_prompt",
+ * "parse_tool_calls", "is_continuation", "parser"}; returns {"role", "content",
+ * "reasoning_content", "tool_calls": [{"name", "arguments", "id"}]}. */
+PYLY_API char * pyly_chat_parse(const char * text, int is_partial, const char * params_json, char ** error);
+
 PYLY_API void pyly_free(void * ptr);
 
 #ifdef __cplusplus

@@ -110,6 +110,8 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         n_predict_max=settings.n_predict_max,
         n_probs_max=settings.n_probs_max,
         embedding=settings.embedding,
+        use_jinja=settings.jinja,
+        reasoning_format=settings.reasoning_format,
         pooling=settings.pooling,
         progress=ProgressBar(f"loading {path.name}", cancel),
     )

@@ -18,7 +18,7 @@ from ._common_cffi import ffi, lib
 from ._native import ffi as llama_ffi
 from .llama import Context, LlamaError, Model, _Owner
 
-__all__ = ["CommonSampler", "json_schema_to_grammar"]
+__all__ = ["ChatTemplates", "CommonSampler", "json_schema_to_grammar", "parse_chat_output"]
 
 
 def _take_string(ptr: Any) -> str:
@@ -91,3 +91,46 @@ class CommonSampler(_Owner):
             self.ptr, n, ffi.from_buffer("int[]", ids), ffi.from_buffer("float[]", probs), p_selected
         )
         return ids[:k], probs[:k], float(p_selected[0])
+
+
+def _json_call(fn: Any, *args: Any, what: str) -> dict[str, Any]:
+    error = ffi.new("char **")
+    out = fn(*args, error)
+    if out == ffi.NULL:
+        _raise_from(error, what, ValueError)
+    return json.loads(_take_string(out))
+
+
+class ChatTemplates(_Owner):
+    """llama-server's chat templates (``common_chat_templates``): the model's own template (or an
+    override: a template, or a built-in name such as ``chatml``), rendered by llama.cpp's Jinja
+    engine, or by its built-in formats when ``use_jinja`` is false."""
+
+    _what = "chat templates"
+
+    def __init__(self, model: Model, template: str | None = None) -> None:
+        error = ffi.new("char **")
+        ptr = lib.pyly_chat_init(_void(model.ptr), (template or "").encode(), error)
+        if ptr == ffi.NULL:
+            _raise_from(error, "invalid chat template", ValueError)
+        super().__init__(ptr, lib.pyly_chat_free)
+        self._model = model
+
+    def info(self) -> dict[str, Any]:
+        """``source`` (the template), ``tool_use`` (its tool-use variant or ""), ``caps``."""
+        return _json_call(lib.pyly_chat_info, self.ptr, what="chat template info")
+
+    def apply(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Render a chat (``messages`` in OpenAI's shape, ``tools``, ``tool_choice``, ...): the
+        prompt, and the grammar, triggers, stops and output parser that go with it."""
+        return _json_call(
+            lib.pyly_chat_apply, self.ptr, json.dumps(inputs).encode(), what="cannot apply the chat template"
+        )
+
+
+def parse_chat_output(text: str, is_partial: bool, params: dict[str, Any]) -> dict[str, Any]:
+    """The model's text as a message: ``content``, ``reasoning_content``, ``tool_calls``
+    (``params``: ``format``, ``parser``, ``reasoning_format``, ``generation_prompt``, ...)."""
+    return _json_call(
+        lib.pyly_chat_parse, text.encode(), int(is_partial), json.dumps(params).encode(), what="cannot parse the output"
+    )

@@ -200,8 +200,16 @@ class ServerSettings(BaseSettings):
         help="a built-in template name (chatml, llama3, ...) or a template",
     )
     chat_template_file: str | None = arg(None, "--chat-template-file", env="LLAMA_ARG_CHAT_TEMPLATE_FILE")
-    jinja: bool = arg(False, "--jinja", neg=("--no-jinja",), env="LLAMA_ARG_JINJA", supported=NOT_YET)
-    reasoning_format: str | None = arg(None, "--reasoning-format", env="LLAMA_ARG_THINK", supported=NOT_YET)
+    jinja: bool = arg(
+        True,
+        "--jinja",
+        neg=("--no-jinja",),
+        env="LLAMA_ARG_JINJA",
+        help="render chat templates with llama.cpp's Jinja engine (else its built-in formats)",
+    )
+    reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] = arg(
+        "deepseek", "--reasoning-format", env="LLAMA_ARG_THINK", help="where reasoning goes in answers"
+    )
     reasoning_budget: int = arg(-1, "--reasoning-budget", env="LLAMA_ARG_THINK_BUDGET", supported=NOT_YET)
 
     # --- llama-server features not built yet: an error if asked for

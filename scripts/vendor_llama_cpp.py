@@ -48,6 +48,8 @@ KEEP = [
     # llama.cpp's common/ library: our C shim (csrc/) builds the part llama-server relies on for
     # request handling (JSON schema -> grammar; chat templates and tool-call parsing later).
     "common",
+    # real chat templates (Qwen, Llama 3.x, Hermes, Mistral, Functionary, ...): the tool-call tests
+    "models/templates",
     # Reference code read (not built) by our ports: the server queue.
     "tools/server/server-queue.h",
     "tools/server/server-queue.cpp",

@@ -74,7 +74,7 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
 @pytest.mark.parametrize(
     "argv, flag",
     [
-        (["--jinja"], "--jinja"),
+        (["--reasoning-budget", "10"], "--reasoning-budget"),
         (["--rerank"], "--reranking"),
         (["--context-shift"], "--context-shift"),
         (["--hf-repo", "a/b"], "--hf-repo"),

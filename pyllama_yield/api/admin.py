@@ -67,12 +67,9 @@ async def post_props(request: Request) -> Response:
 async def apply_template(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = chat_to_llama(await json_body(request))
-    chat = ChatRequest.parse(body)
-    try:
-        prompt = await state.bridge.run(state.srv.render_chat, chat.template_messages())
-    except ValueError as exc:
-        raise ApiError(str(exc)) from None
-    return JSONResponse({"prompt": prompt})
+    ChatRequest.parse(body)
+    fields, _ = await state.bridge.build(state.srv.render_chat_request, body)
+    return JSONResponse({"prompt": fields["prompt"]})
 
 
 def _valid_filename(name: Any) -> bool:

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from ..server import ServerContext
 from ..settings import ServerSettings
-from . import admin, embeddings, native, openai
+from . import admin, chat, embeddings, native, openai
 from .app_state import AppState
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
@@ -75,8 +75,8 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/v1/models", openai.models, ["GET"], False),
     ("/models", openai.models, ["GET"], False),
     ("/v1/completions", openai.completions, ["POST"], False),
-    ("/v1/chat/completions", openai.chat_completions, ["POST"], False),
-    ("/chat/completions", openai.chat_completions, ["POST"], False),
+    ("/v1/chat/completions", chat.chat_completions, ["POST"], False),
+    ("/chat/completions", chat.chat_completions, ["POST"], False),
 ]
 
 

@@ -17,8 +17,7 @@ from starlette.responses import JSONResponse, Response
 from ..queue import Result
 from ..server import CompletionTask
 from .app_state import AppState, json_body
-from .errors import ApiError
-from .protocol import ChatRequest, chat_to_llama, completion_to_llama
+from .protocol import completion_to_llama
 
 
 def models_json(state: AppState) -> dict[str, Any]:
@@ -77,7 +76,7 @@ async def models(request: Request) -> Response:
     return JSONResponse(models_json(request.app.state.pyllama))
 
 
-def _usage(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+def usage(payloads: list[dict[str, Any]]) -> dict[str, Any]:
     # every choice of one prompt shares its prompt: count each prompt once
     prompts = {p["index"]: p for p in payloads}
     n_prompt = sum(p["tokens_evaluated"] for p in prompts.values())
@@ -90,60 +89,43 @@ def _usage(payloads: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _finish_reason(payload: dict[str, Any]) -> str:
+def finish_reason(payload: dict[str, Any]) -> str:
     return "stop" if payload.get("stop_type") in ("eos", "word") else "length"
 
 
-def _logprobs(payload: dict[str, Any]) -> dict[str, Any] | None:
+def logprobs(payload: dict[str, Any]) -> dict[str, Any] | None:
     probs = payload.get("completion_probabilities")
     return {"content": probs} if probs else None
 
 
-class _Answer:
-    """One OpenAI answer (id, created, model) and the shapes of its choices and chunks."""
+class TextAnswer:
+    """One ``/v1/completions`` answer (id, created, model) and the shapes of its choices and chunks."""
 
-    def __init__(self, state: AppState, chat: bool, include_usage: bool) -> None:
-        self.chat = chat
+    object = "text_completion"
+    id_prefix = "cmpl-"
+
+    def __init__(self, state: AppState, include_usage: bool) -> None:
         self.include_usage = include_usage
         self.head = {
-            "id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24],
+            "id": self.id_prefix + uuid.uuid4().hex[:24],
             "created": int(time.time()),
             "model": state.model_name,
             "system_fingerprint": state.fingerprint,
         }
-        self.started: set[int] = set()
 
     def whole(self, finals: list[dict[str, Any]]) -> dict[str, Any]:
-        choices = []
-        for p in finals:
-            if self.chat:
-                choice = {
-                    "finish_reason": _finish_reason(p),
-                    "index": p["index"],
-                    "message": {"role": "assistant", "content": p["content"]},
-                }
-                if _logprobs(p):
-                    choice["logprobs"] = _logprobs(p)
-            else:
-                choice = {
-                    "text": p["content"],
-                    "index": p["index"],
-                    "logprobs": _logprobs(p),
-                    "finish_reason": _finish_reason(p),
-                }
-            choices.append(choice)
         return {
-            "choices": choices,
+            "choices": [self.choice(p) for p in finals],
             **self.head,
-            "object": "chat.completion" if self.chat else "text_completion",
-            "usage": _usage(finals),
+            "object": self.object,
+            "usage": usage(finals),
             "timings": finals[0]["timings"],
         }
 
-    def chunks(self, r: Result) -> list[Any]:
-        return self._chat_chunks(r) if self.chat else self._text_chunks(r)
+    def choice(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"text": p["content"], "index": p["index"], "logprobs": logprobs(p), "finish_reason": finish_reason(p)}
 
-    def _text_chunks(self, r: Result) -> list[Any]:
+    def chunks(self, r: Result) -> list[Any]:
         p = r.payload
         if "prompt_progress" in p and not p["content"]:
             return []
@@ -152,67 +134,28 @@ class _Answer:
                 {
                     "text": p["content"],
                     "index": p["index"],
-                    "logprobs": None if r.is_final else _logprobs(p),
-                    "finish_reason": _finish_reason(p) if r.is_final else None,
+                    "logprobs": None if r.is_final else logprobs(p),
+                    "finish_reason": finish_reason(p) if r.is_final else None,
                 }
             ],
             **self.head,
-            "object": "text_completion",
+            "object": self.object,
         }
         if r.is_final:
-            chunk["usage"] = _usage([p])
+            chunk["usage"] = usage([p])
         if "timings" in p:
             chunk["timings"] = p["timings"]
         return [chunk]
 
-    def _chat_chunk(self, index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {
-            "choices": [{"finish_reason": finish, "index": index, "delta": delta}],
-            **self.head,
-            "object": "chat.completion.chunk",
-        }
 
-    def _chat_chunks(self, r: Result) -> list[Any]:
-        p = r.payload
-        out = []
-        if p["index"] not in self.started:  # OpenAI clients expect the role first
-            self.started.add(p["index"])
-            out.append(self._chat_chunk(p["index"], {"role": "assistant", "content": None}))
-        if p["content"]:
-            out.append(self._chat_chunk(p["index"], {"content": p["content"]}))
-            if not r.is_final and _logprobs(p):
-                out[-1]["choices"][0]["logprobs"] = _logprobs(p)
-        if r.is_final:
-            out.append(self._chat_chunk(p["index"], {}, _finish_reason(p)))
-            if self.include_usage:
-                out.append({"choices": [], **self.head, "object": "chat.completion.chunk", "usage": _usage([p])})
-        if out and "timings" in p:
-            out[-1]["timings"] = p["timings"]
-        return out
-
-
-async def _answer(request: Request, state: AppState, llama_body: dict[str, Any], prompt: Any, chat: bool) -> Response:
-    tasks: list[CompletionTask] = await state.bridge.make_tasks(llama_body, prompt)
-    params = tasks[0].params
-    answer = _Answer(state, chat, params.include_usage)
-    if params.stream:
-        return await state.bridge.stream(tasks, answer.chunks, done="[DONE]")
-    return JSONResponse(answer.whole(await state.bridge.run_to_end(request, tasks)))
+async def answer(request: Request, state: AppState, tasks: list[CompletionTask], shape: TextAnswer) -> Response:
+    if tasks[0].params.stream:
+        return await state.bridge.stream(tasks, shape.chunks, done="[DONE]")
+    return JSONResponse(shape.whole(await state.bridge.run_to_end(request, tasks)))
 
 
 async def completions(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = completion_to_llama(await json_body(request))
-    return await _answer(request, state, body, body["prompt"], chat=False)
-
-
-async def chat_completions(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
-    body = chat_to_llama(await json_body(request))
-    chat = ChatRequest.parse(body)
-    srv = state.srv
-    try:
-        prompt = await state.bridge.run(srv.render_chat, chat.template_messages())
-    except ValueError as exc:
-        raise ApiError(str(exc)) from None
-    return await _answer(request, state, body, prompt, chat=True)
+    tasks = await state.bridge.make_tasks(body, body["prompt"])
+    return await answer(request, state, tasks, TextAnswer(state, tasks[0].params.include_usage))

@@ -55,6 +55,8 @@ class ChatRequest(BaseModel):
             raise ApiError("'messages' is required")
         if not isinstance(body["messages"], list):
             raise ApiError("Expected 'messages' to be an array")
+        if not body["messages"]:
+            raise ApiError("'messages' must not be empty")
         for msg in body["messages"]:
             if not isinstance(msg, dict):
                 raise ApiError("each message must be an object")
@@ -97,11 +99,6 @@ def completion_to_llama(body: dict[str, Any]) -> dict[str, Any]:
 def chat_to_llama(body: dict[str, Any]) -> dict[str, Any]:
     """``/v1/chat/completions`` → llama-server fields (``oaicompat_chat_params_parse``), the prompt aside."""
     body = dict(body)
-    tools = body.get("tools")
-    if isinstance(tools, list) and tools:
-        raise ApiError("tools param requires --jinja flag")
-    if body.get("tool_choice", "auto") not in ("auto", None):
-        raise ApiError("tool_choice param requires --jinja flag")
     _stop_list(body)
     schema = body.get("json_schema")
     if schema is not None and body.get("grammar"):
@@ -119,8 +116,10 @@ def chat_to_llama(body: dict[str, Any]) -> dict[str, Any]:
             schema = wrapper.get("schema", {}) if isinstance(wrapper, dict) else {}
         elif kind not in ("", "text"):
             raise ApiError(f'response_format type must be one of "text" or "json_object", but got: {kind}')
-        if schema is not None:
-            body["json_schema"] = schema
+    if schema == {}:
+        schema = {"type": "object"}  # an empty schema means any object
+    if schema is not None:
+        body["json_schema"] = schema
     logprobs = body.pop("logprobs", None)
     top = body.pop("top_logprobs", None)
     if logprobs is True:

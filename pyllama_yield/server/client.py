@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from .. import _build_config
 from ..common import json_schema_to_grammar
-from ..llama import apply_chat_template
 from ..queue import ResponseReader, Result, Task, TaskType
 from .embedding import EmbeddingTask
 from .infill import fim_support_error, infill_prompt
@@ -25,6 +24,7 @@ from .task import CompletionTask, tokenize_prompts
 if TYPE_CHECKING:
     from ..llama import Model, Vocab
     from ..queue import ServerQueue, ServerResponse
+    from .chat import Chat
     from .metrics import Stats
 
 __all__ = ["ClientSide", "ContextOverflowError"]
@@ -58,7 +58,7 @@ class ClientSide:
     model_name: str
     n_predict_max: int
     n_probs_max: int
-    chat_template: str | None
+    chat: Chat
     _eog_tokens: list[int] | None
 
     # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
@@ -120,13 +120,15 @@ class ClientSide:
             n_ctx=self.n_ctx_slot,
         )
 
-    def render_chat(self, messages: list[dict[str, str]]) -> str:
+    def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The prompt for a chat, in the server's chat template (``--chat-template``), else the
         model's, else ChatML."""
-        return apply_chat_template(self.template_name(), messages)
+        return self.chat.render({"messages": messages})[0]["prompt"]
 
-    def template_name(self) -> str:
-        return self.chat_template or self.model.chat_template() or "chatml"
+    def render_chat_request(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A chat request's llama-server fields (prompt, tool-call grammar, stops) and the
+        parameters to read the answer back with; see ``chat.Chat.render``."""
+        return self.chat.render(body)
 
     def describe(self, model_path: str | os.PathLike[str]) -> dict[str, Any]:
         """What ``/props`` and ``/v1/models`` tell about the served model."""
@@ -141,7 +143,7 @@ class ClientSide:
             "size": self.model.size,
             "n_ctx_slot": self.n_ctx_slot,
             "n_parallel": self.n_parallel,
-            "chat_template": self.template_name(),
+            "chat_template": self.chat.info["source"],
             "speculative": getattr(self, "draft_model", None) is not None,
             "system_fingerprint": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
         }

@@ -19,6 +19,7 @@ from ..common import CommonSampler
 from ..llama import Batch, Context, DecodeError, LlamaError, Model
 from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
 from . import slot_files, speculative
+from .chat import Chat
 from .client import ClientSide
 from .embedding import EmbeddingTask, normalize
 from .metrics import Stats
@@ -67,6 +68,8 @@ class ServerContext(ClientSide):
         n_probs_max: int = 100,
         embedding: bool = False,
         pooling: str | None = None,
+        use_jinja: bool = True,
+        reasoning_format: str = "deepseek",
     ) -> None:
         """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
         unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
@@ -80,8 +83,6 @@ class ServerContext(ClientSide):
         self.yield_decode = yield_decode
         self.idle_sleep_ms = idle_sleep_ms
         self.model_name = model_name or os.path.basename(str(model_path))
-        # a built-in template name or a template: the model's own one otherwise, ChatML when it has none
-        self.chat_template = chat_template
         self.n_predict_max = n_predict_max  # caps on what one request may ask for
         self.n_probs_max = n_probs_max
         self.embedding = embedding  # an embeddings server: no completions (as llama-server)
@@ -109,6 +110,8 @@ class ServerContext(ClientSide):
         self.n_ubatch = min(n_ubatch, self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
+        # a template or a built-in name; the model's own otherwise (ChatML when it has none)
+        self.chat = Chat(self.model, chat_template, use_jinja, reasoning_format)
         self.defaults = defaults or CompletionParams()  # the server's sampling settings
         self._eog_tokens: list[int] | None = None
 
@@ -172,6 +175,7 @@ class ServerContext(ClientSide):
         for slot in self.slots:
             slot.reset()
         for owner in (
+            self.chat,
             self.batch,
             self.ctx,
             getattr(self, "draft_batch", None),

@@ -275,7 +275,8 @@ def resolve(
         grammar_type = 2  # COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT
     elif p.grammar_type == "tool_calls":
         grammar_type = 3
-    if p.grammar_lazy and grammar and not p.grammar_triggers:
+    preserved, triggers = _lazy_grammar(p, tok)
+    if p.grammar_lazy and grammar and not triggers:
         raise ValueError("Error: no triggers set for lazy grammar!")
     sampling: dict[str, Any] = {
         "seed": p.seed,
@@ -310,6 +311,8 @@ def resolve(
         "grammar": grammar,
         "grammar_type": grammar_type,
         "grammar_lazy": p.grammar_lazy,
+        "grammar_triggers": triggers,
+        "preserved_tokens": preserved,
     }
     if p.samplers is not None:
         sampling["samplers"] = _sampler_names(p.samplers)
@@ -335,6 +338,36 @@ def resolve(
         sampling=sampling,
         settings=settings,
     )
+
+
+TRIGGER_TOKEN, TRIGGER_WORD = 0, 1  # common_grammar_trigger_type
+
+
+def _lazy_grammar(p: CompletionParams, tok: Tokenizer) -> tuple[list[int], list[dict[str, Any]]]:
+    """Tokens a lazy grammar keeps whole, and its triggers; a trigger word that is one token
+    becomes a token trigger (and must be a preserved token), as in llama-server."""
+    preserved = []
+    for text in p.preserved_tokens:
+        ids = tok.tokenize(text, False, True)
+        if len(ids) == 1:
+            preserved.append(ids[0])
+    triggers = []
+    for t in p.grammar_triggers:
+        t = {"type": TRIGGER_WORD, "value": t} if isinstance(t, str) else dict(t)
+        if t.get("type") == TRIGGER_WORD:
+            ids = tok.tokenize(str(t.get("value", "")), False, True)
+            if len(ids) == 1:
+                if ids[0] not in preserved:
+                    raise ValueError(f"Grammar trigger word should be marked as preserved token: {t.get('value')}")
+                t = {"type": TRIGGER_TOKEN, "value": t["value"], "token": ids[0]}
+        triggers.append(
+            {
+                "type": int(t.get("type", TRIGGER_WORD)),
+                "value": str(t.get("value", "")),
+                "token": int(t.get("token", -1)),
+            }
+        )
+    return preserved, triggers
 
 
 DEFAULT_SAMPLERS = ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"]

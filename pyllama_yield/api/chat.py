@@ -1,0 +1,77 @@
+"""``/v1/chat/completions``: the chat rendered by the model's template, the answer read back into
+``content``, ``reasoning_content`` and ``tool_calls`` (streamed as OpenAI deltas)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..queue import Result
+from ..server.chat import ChatState
+from .app_state import AppState, json_body
+from .openai import TextAnswer, answer, finish_reason, logprobs, usage
+from .protocol import ChatRequest, chat_to_llama
+
+
+class ChatAnswer(TextAnswer):
+    object = "chat.completion"
+    id_prefix = "chatcmpl-"
+
+    def __init__(self, state: AppState, include_usage: bool, parse: dict[str, Any]) -> None:
+        super().__init__(state, include_usage)
+        self.parse = parse
+        self.states: dict[int, ChatState] = {}
+
+    def _state(self, index: int) -> ChatState:
+        if index not in self.states:
+            self.states[index] = ChatState(self.parse)
+        return self.states[index]
+
+    def choice(self, p: dict[str, Any]) -> dict[str, Any]:
+        st = self._state(p["index"])
+        st.update(p["content"], is_partial=False)
+        out: dict[str, Any] = {"finish_reason": self._finish(p, st), "index": p["index"], "message": st.oai_message()}
+        if logprobs(p):
+            out["logprobs"] = logprobs(p)
+        return out
+
+    @staticmethod
+    def _finish(p: dict[str, Any], st: ChatState) -> str:
+        reason = finish_reason(p)
+        return "tool_calls" if reason == "stop" and st.msg["tool_calls"] else reason
+
+    def _chunk(self, index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "choices": [{"finish_reason": finish, "index": index, "delta": delta}],
+            **self.head,
+            "object": "chat.completion.chunk",
+        }
+
+    def chunks(self, r: Result) -> list[Any]:
+        p = r.payload
+        first = p["index"] not in self.states
+        st = self._state(p["index"])
+        out = [self._chunk(p["index"], {"role": "assistant", "content": None})] if first else []
+        out += [self._chunk(p["index"], d) for d in st.update(p["content"], is_partial=not r.is_final)]
+        if out and not r.is_final and logprobs(p):
+            out[-1]["choices"][0]["logprobs"] = logprobs(p)
+        if r.is_final:
+            out.append(self._chunk(p["index"], {}, self._finish(p, st)))
+            if self.include_usage:
+                out.append({"choices": [], **self.head, "object": "chat.completion.chunk", "usage": usage([p])})
+        if out and "timings" in p:
+            out[-1]["timings"] = p["timings"]
+        return out
+
+
+async def chat_completions(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    body = chat_to_llama(await json_body(request))
+    ChatRequest.parse(body)  # the messages' shape, checked before the template sees them
+    fields, parse = await state.bridge.build(state.srv.render_chat_request, body)
+    stops = body.get("stop") or []
+    llama_body = {**body, **fields, "stop": [*stops, *fields.pop("additional_stops")]}
+    tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
+    return await answer(request, state, tasks, ChatAnswer(state, tasks[0].params.include_usage, parse))

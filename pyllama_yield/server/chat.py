@@ -1,0 +1,166 @@
+"""Chats as llama-server handles them: render with the model's template, read the answer back.
+
+Rendering (``oaicompat_chat_params_parse``'s template part) gives the prompt plus what goes with
+it: a grammar for tool calls (often lazy, with trigger words), tokens to keep whole, extra stop
+strings, and the output parser. Reading back (``common_chat_parse``) splits the model's text
+into ``content``, ``reasoning_content`` and ``tool_calls``, also while it streams (partial).
+Both are llama.cpp's own code (``common.ChatTemplates``, ``common.parse_chat_output``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+from typing import Any
+
+from ..common import ChatTemplates, parse_chat_output
+from ..llama import Model
+
+__all__ = ["Chat", "ChatState", "message_diffs"]
+
+
+class Chat:
+    def __init__(
+        self, model: Model, template: str | None, use_jinja: bool = True, reasoning_format: str = "deepseek"
+    ) -> None:
+        self.templates = ChatTemplates(model, template)
+        self.use_jinja = use_jinja
+        self.reasoning_format = reasoning_format
+        self.info = self.templates.info()
+
+    def close(self) -> None:
+        self.templates.close()
+
+    def render(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A chat request → (llama-server fields for the completion, output-parser params)."""
+        tools = body.get("tools")
+        has_tools = isinstance(tools, list) and bool(tools)
+        tool_choice = body.get("tool_choice") or "auto"
+        if not self.use_jinja and (has_tools or tool_choice != "auto"):
+            raise ValueError(f"{'tools' if has_tools else 'tool_choice'} param requires --jinja flag")
+        if has_tools and tool_choice != "none" and body.get("grammar"):
+            raise ValueError("Cannot use custom grammar constraints with tools.")
+        schema = body.get("json_schema")
+        kwargs = {k: json.dumps(v) for k, v in (body.get("chat_template_kwargs") or {}).items()}
+        enable_thinking = True
+        if kwargs.get("enable_thinking") in ("true", "false"):
+            enable_thinking = kwargs["enable_thinking"] == "true"
+        elif "enable_thinking" in kwargs:
+            raise ValueError('invalid type for "enable_thinking" (expected boolean, got string)')
+        if body.get("reasoning_effort") == "none":
+            enable_thinking = False
+        reasoning_format = body.get("reasoning_format", self.reasoning_format)
+        inputs = {
+            "messages": body["messages"],
+            "tools": tools if has_tools else None,
+            "tool_choice": tool_choice if isinstance(tool_choice, str) else "required",
+            "json_schema": json.dumps(schema) if schema is not None else "",
+            "grammar": body.get("grammar") or "",
+            "use_jinja": self.use_jinja,
+            "parallel_tool_calls": bool(
+                body.get("parallel_tool_calls", self.info["caps"].get("supports_parallel_tool_calls", False))
+            ),
+            "add_generation_prompt": bool(body.get("add_generation_prompt", True)),
+            "reasoning_format": reasoning_format,
+            "enable_thinking": enable_thinking,
+            "chat_template_kwargs": kwargs,
+        }
+        if "continue_final_message" in body:
+            inputs["continue_final_message"] = body["continue_final_message"]
+        elif (
+            body["messages"]
+            and isinstance(body["messages"][-1], dict)
+            and body["messages"][-1].get("role") == "assistant"
+        ):
+            # assistant prefill: the answer continues the last assistant message
+            inputs["continue_final_message"] = True
+            inputs["add_generation_prompt"] = False
+        p = self.templates.apply(inputs)
+        fields: dict[str, Any] = {
+            "prompt": p["prompt"],
+            "grammar_lazy": p["grammar_lazy"],
+            "grammar_triggers": p["grammar_triggers"],
+            "preserved_tokens": p["preserved_tokens"],
+            "generation_prompt": p["generation_prompt"],
+            "additional_stops": p["additional_stops"],
+        }
+        if p["grammar"]:
+            fields["grammar"] = p["grammar"]
+            fields["grammar_type"] = "tool_calls"
+        parse = {
+            "format": p["format"],
+            "format_name": p["format_name"],
+            "parser": p["parser"],
+            "reasoning_format": reasoning_format,
+            "generation_prompt": p["generation_prompt"],
+            "parse_tool_calls": has_tools and tool_choice != "none",
+            "is_continuation": "continue_final_message" in inputs,
+        }
+        return fields, parse
+
+
+def _tool_call_id() -> str:
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
+
+
+class ChatState:
+    """One choice's answer as it grows: the parsed message so far, stable tool-call ids."""
+
+    def __init__(self, parse: dict[str, Any]) -> None:
+        self.parse = parse
+        self.text = ""
+        self.msg: dict[str, Any] = {"role": "assistant", "content": "", "reasoning_content": "", "tool_calls": []}
+        self._ids: list[str] = []
+
+    def update(self, more: str, is_partial: bool) -> list[dict[str, Any]]:
+        """Add generated text; return the message's changes (OpenAI delta pieces)."""
+        self.text += more
+        try:
+            new = parse_chat_output(self.text, is_partial, self.parse)
+        except ValueError:
+            if is_partial:
+                return []  # not parseable yet: wait for more
+            new = {"role": "assistant", "content": self.text, "reasoning_content": "", "tool_calls": []}
+        for i, call in enumerate(new["tool_calls"]):
+            if len(self._ids) <= i:
+                self._ids.append(call["id"] or _tool_call_id())
+            call["id"] = self._ids[i]
+        diffs = message_diffs(self.msg, new)
+        self.msg = new
+        return diffs
+
+    def oai_message(self) -> dict[str, Any]:
+        m = self.msg
+        out: dict[str, Any] = {
+            "role": "assistant",
+            "content": m["content"] if m["content"] or not m["tool_calls"] else None,
+        }
+        if m["reasoning_content"]:
+            out["reasoning_content"] = m["reasoning_content"]
+        if m["tool_calls"]:
+            out["tool_calls"] = [
+                {"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}, "id": c["id"]}
+                for c in m["tool_calls"]
+            ]
+        return out
+
+
+def message_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """OpenAI streaming deltas from one parsed message to the next (``compute_diffs``)."""
+    out: list[dict[str, Any]] = []
+    if new["reasoning_content"] != old["reasoning_content"] and new["reasoning_content"].startswith(
+        old["reasoning_content"]
+    ):
+        out.append({"reasoning_content": new["reasoning_content"][len(old["reasoning_content"]) :]})
+    if new["content"] != old["content"] and new["content"].startswith(old["content"]):
+        out.append({"content": new["content"][len(old["content"]) :]})
+    for i, call in enumerate(new["tool_calls"]):
+        prev = old["tool_calls"][i] if i < len(old["tool_calls"]) else None
+        if prev is None or prev["name"] != call["name"]:
+            function = {"name": call["name"], "arguments": call["arguments"]}
+            out.append({"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": function}]})
+        elif call["arguments"] != prev["arguments"] and call["arguments"].startswith(prev["arguments"]):
+            more = call["arguments"][len(prev["arguments"]) :]
+            out.append({"tool_calls": [{"index": i, "function": {"arguments": more}}]})
+    return out

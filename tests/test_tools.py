@@ -1,0 +1,152 @@
+"""Chat templates with tools, through llama.cpp's own chat code (common_chat): real templates
+from the pin (vendor/llama.cpp/models/templates), parsed answers, and an ``openai`` round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openai
+import pytest
+from http_server import start_server, stop_server
+
+from pyllama_yield.server.chat import Chat, ChatState
+from pyllama_yield.testing import make_tiny_model
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "vendor" / "llama.cpp" / "models" / "templates"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+ASK = [{"role": "user", "content": "Weather in Paris?"}]
+
+# a template, and how that model family writes a call to get_weather(city="Paris")
+HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+FAMILIES = {
+    "Qwen-Qwen2.5-7B-Instruct.jinja": HERMES_CALL,
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": HERMES_CALL,
+    "meta-llama-Llama-3.1-8B-Instruct.jinja": '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+    "mistralai-Mistral-Nemo-Instruct-2407.jinja": (
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abcdefghi"}]'
+    ),
+    "meetkai-functionary-medium-v3.2.jinja": 'get_weather\n{"city": "Paris"}',
+}
+
+
+@pytest.fixture(scope="module")
+def gpt2_model(tmp_path_factory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tools") / "tiny-gpt2.gguf", vocab="gpt-2")
+
+
+@pytest.fixture(scope="module")
+def model(gpt2_model):
+    from pyllama_yield.llama import Model
+
+    with Model(gpt2_model) as m:
+        yield m
+
+
+@pytest.mark.parametrize("template", sorted(FAMILIES))
+def test_each_family_renders_tools_and_parses_its_calls(model, template):
+    chat = Chat(model, (TEMPLATES / template).read_text())
+    try:
+        fields, parse = chat.render({"messages": ASK, "tools": [WEATHER]})
+        assert "get_weather" in fields["prompt"]  # the tool is described to the model
+        state = ChatState(parse)
+        state.update(FAMILIES[template], is_partial=False)
+        calls = state.oai_message()["tool_calls"]
+        assert [c["function"]["name"] for c in calls] == ["get_weather"], (template, state.msg)
+        assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}
+        assert calls[0]["id"]
+    finally:
+        chat.close()
+
+
+def test_streamed_parsing_gives_openai_deltas(model):
+    chat = Chat(model, (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text())
+    try:
+        _, parse = chat.render({"messages": ASK, "tools": [WEATHER]})
+        state = ChatState(parse)
+        text = FAMILIES["Qwen-Qwen2.5-7B-Instruct.jinja"]
+        deltas = []
+        for i in range(0, len(text), 7):
+            deltas += state.update(text[i : i + 7], is_partial=True)
+        deltas += state.update("", is_partial=False)
+        calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
+        assert calls[0]["function"]["name"] == "get_weather" and calls[0]["id"]
+        args = "".join(c["function"].get("arguments", "") for c in calls)
+        assert json.loads(args) == {"city": "Paris"}
+        assert not any(d.get("content") for d in deltas)  # the call's markup never leaks into content
+    finally:
+        chat.close()
+
+
+def test_reasoning_is_split_out(model):
+    chat = Chat(model, (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text())
+    try:
+        _, parse = chat.render({"messages": ASK})
+        state = ChatState(parse)
+        state.update("<think>It is in France.</think>Sunny, probably.", is_partial=False)
+        assert state.msg["reasoning_content"].strip() == "It is in France."
+        assert state.msg["content"].strip() == "Sunny, probably."
+    finally:
+        chat.close()
+
+
+# A random-weight model writes a call only where the grammar leaves it no choice: Functionary's
+# grammar (tool_choice "required") makes it pick between free text and a call at the first token,
+# and an enum leaves the arguments little room. The seeds are ones that pick a call (the model and
+# its sampling are deterministic).
+CITY = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def tool_server(gpt2_model):
+    template = TEMPLATES / "meetkai-functionary-medium-v3.2.jinja"
+    proc, base = start_server(
+        gpt2_model, "--threads", "1", "-np", "2", "-c", "4096", "--chat-template-file", str(template)
+    )
+    yield openai.OpenAI(base_url=f"{base}/v1", api_key="x", max_retries=0)
+    out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
+
+
+def ask(client, **kw):
+    return client.chat.completions.create(
+        model="tiny", messages=ASK, tools=[CITY], tool_choice="required", max_tokens=40, temperature=0.8, **kw
+    )
+
+
+def test_openai_round_trip_with_tools(tool_server):
+    first = ask(tool_server, seed=4)
+    choice = first.choices[0]
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments)["city"] in ("Paris", "Rome")
+    assert call.id and choice.message.content in (None, "")
+    history = [
+        *ASK,
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21}'},
+    ]
+    second = tool_server.chat.completions.create(model="tiny", messages=history, tools=[CITY], max_tokens=8)
+    assert second.choices[0].message.role == "assistant" and second.usage.prompt_tokens > first.usage.prompt_tokens
+
+
+def test_streamed_tool_calls_through_the_openai_client(tool_server):
+    whole = ask(tool_server, seed=5).choices[0].message.tool_calls
+    chunks = list(ask(tool_server, seed=5, stream=True))
+    pieces = [tc for c in chunks if c.choices and c.choices[0].delta.tool_calls for tc in c.choices[0].delta.tool_calls]
+    first = [p for p in pieces if p.index == 0]
+    assert first[0].function.name == "get_weather" and first[0].id
+    assert "".join(p.function.arguments or "" for p in first) == whole[0].function.arguments
+    assert len({p.index for p in pieces}) == len(whole)
