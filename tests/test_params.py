@@ -103,3 +103,9 @@ def test_generation_settings_echo_the_request():
     g = t.settings
     assert g["temperature"] == 0.5 and g["n_predict"] == 9 and g["max_tokens"] == 9 and g["stop"] == ["x"]
     assert g["post_sampling_probs"] is True and math.isclose(g["top_p"], 0.95)
+
+
+def test_lora_without_adapters_is_refused():
+    assert params({"lora": []}).n_predict == -1
+    with pytest.raises(ValueError, match="lora"):
+        params({"lora": [{"id": 0, "scale": 1.0}]})

@@ -256,6 +256,8 @@ def resolve(
     n_parallel: int,
 ) -> TaskParams:
     """Request fields (already merged over the server defaults) → the task's parameters."""
+    if p.lora:  # llama-server checks each id against the loaded adapters; none are loaded here
+        raise ValueError("Field 'lora': invalid adapter id (no LoRA adapters are loaded)")
     if p.n_cmpl > n_parallel:
         raise ValueError(f"Field 'n_cmpl': Value must be between 1 <= value <= {n_parallel}, but got {p.n_cmpl}")
     stop = [p.stop] if isinstance(p.stop, str) else [s for s in p.stop if s]
