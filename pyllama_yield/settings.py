@@ -296,6 +296,7 @@ class ServerSettings(BaseSettings):
             "mirostat": self.mirostat,
             "ignore_eos": self.ignore_eos,
             "n_keep": self.keep,
+            "verbose": self.verbose,
         }
         if self.samplers:
             fields["samplers"] = [s for s in self.samplers.split(";") if s]

@@ -183,3 +183,22 @@ def test_slot_save_restore_erase_and_traversal(tiny_model_path, tmp_path):
     finally:
         out = stop_server(proc)
     assert proc.returncode == 0, out[-3000:]
+
+
+def test_chat_token_count_verbose_and_message_rules(server):
+    chat = {"messages": [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]}
+    n = server.post("/v1/chat/completions/input_tokens", json=chat).json()["input_tokens"]
+    assert n > 5 and server.post("/chat/completions/input_tokens", json=chat).json()["input_tokens"] == n
+    r = server.post("/chat/completions", json={**chat, "max_tokens": 2, "verbose": True}).json()
+    assert "Book" in r["__verbose"]["prompt"]
+    assert "__verbose" not in server.post("/chat/completions", json={**chat, "max_tokens": 2}).json()
+    two = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "assistant", "content": "c"},
+    ]
+    assert server.post("/chat/completions", json={"messages": two, "max_tokens": 1}).status_code == 400
+    both = {"messages": two[:2], "max_tokens": 1, "add_generation_prompt": True, "continue_final_message": True}
+    assert server.post("/chat/completions", json=both).status_code == 400
+    prefill = server.post("/apply-template", json={"messages": two[:2]}).json()["prompt"]
+    assert prefill.rstrip().endswith("b")  # the assistant's message is continued, not closed

@@ -77,6 +77,8 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/v1/completions", openai.completions, ["POST"], False),
     ("/v1/chat/completions", chat.chat_completions, ["POST"], False),
     ("/chat/completions", chat.chat_completions, ["POST"], False),
+    ("/v1/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
+    ("/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
 ]
 
 

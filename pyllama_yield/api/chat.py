@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from ..server.chat import ChatState
@@ -19,8 +19,8 @@ class ChatAnswer(TextAnswer):
     object = "chat.completion"
     id_prefix = "chatcmpl-"
 
-    def __init__(self, state: AppState, include_usage: bool, parse: dict[str, Any]) -> None:
-        super().__init__(state, include_usage)
+    def __init__(self, state: AppState, include_usage: bool, verbose: bool, parse: dict[str, Any]) -> None:
+        super().__init__(state, include_usage, verbose)
         self.parse = parse
         self.states: dict[int, ChatState] = {}
 
@@ -66,12 +66,25 @@ class ChatAnswer(TextAnswer):
         return out
 
 
-async def chat_completions(request: Request) -> Response:
+async def _render(request: Request) -> tuple[AppState, dict[str, Any], dict[str, Any]]:
+    """The request as llama-server fields (the prompt rendered), and how to read the answer."""
     state: AppState = request.app.state.pyllama
     body = chat_to_llama(await json_body(request))
     ChatRequest.parse(body)  # the messages' shape, checked before the template sees them
     fields, parse = await state.bridge.build(state.srv.render_chat_request, body)
     stops = body.get("stop") or []
-    llama_body = {**body, **fields, "stop": [*stops, *fields.pop("additional_stops")]}
+    return state, {**body, **fields, "stop": [*stops, *fields.pop("additional_stops")]}, parse
+
+
+async def chat_completions(request: Request) -> Response:
+    state, llama_body, parse = await _render(request)
     tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
-    return await answer(request, state, tasks, ChatAnswer(state, tasks[0].params.include_usage, parse))
+    p = tasks[0].params
+    return await answer(request, state, tasks, ChatAnswer(state, p.include_usage, p.verbose, parse))
+
+
+async def count_tokens(request: Request) -> Response:
+    """``/v1/chat/completions/input_tokens``: how many tokens the rendered chat takes."""
+    state, llama_body, _ = await _render(request)
+    n = len(await state.bridge.run(state.srv.tokenize, llama_body["prompt"], True, True))
+    return JSONResponse({"input_tokens": n})

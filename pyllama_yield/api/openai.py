@@ -104,8 +104,9 @@ class TextAnswer:
     object = "text_completion"
     id_prefix = "cmpl-"
 
-    def __init__(self, state: AppState, include_usage: bool) -> None:
+    def __init__(self, state: AppState, include_usage: bool, verbose: bool = False) -> None:
         self.include_usage = include_usage
+        self.verbose = verbose
         self.head = {
             "id": self.id_prefix + uuid.uuid4().hex[:24],
             "created": int(time.time()),
@@ -114,13 +115,16 @@ class TextAnswer:
         }
 
     def whole(self, finals: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
+        out = {
             "choices": [self.choice(p) for p in finals],
             **self.head,
             "object": self.object,
             "usage": usage(finals),
             "timings": finals[0]["timings"],
         }
+        if self.verbose:  # llama-server's debugging extra: the native answer
+            out["__verbose"] = {k: v for k, v in finals[0].items() if k != "n_prompt_tokens_cache"}
+        return out
 
     def choice(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"text": p["content"], "index": p["index"], "logprobs": logprobs(p), "finish_reason": finish_reason(p)}
@@ -158,4 +162,5 @@ async def completions(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = completion_to_llama(await json_body(request))
     tasks = await state.bridge.make_tasks(body, body["prompt"])
-    return await answer(request, state, tasks, TextAnswer(state, tasks[0].params.include_usage))
+    params = tasks[0].params
+    return await answer(request, state, tasks, TextAnswer(state, params.include_usage, params.verbose))

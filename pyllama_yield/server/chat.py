@@ -66,16 +66,18 @@ class Chat:
             "enable_thinking": enable_thinking,
             "chat_template_kwargs": kwargs,
         }
-        if "continue_final_message" in body:
+        roles = [m.get("role") if isinstance(m, dict) else None for m in body["messages"]]
+        continuing = bool(body.get("continue_final_message"))
+        if continuing:
             inputs["continue_final_message"] = body["continue_final_message"]
-        elif (
-            body["messages"]
-            and isinstance(body["messages"][-1], dict)
-            and body["messages"][-1].get("role") == "assistant"
-        ):
+        elif roles and roles[-1] == "assistant":
             # assistant prefill: the answer continues the last assistant message
+            if roles[-2:] == ["assistant", "assistant"]:
+                raise ValueError("Cannot have 2 or more assistant messages at the end of the list.")
             inputs["continue_final_message"] = True
             inputs["add_generation_prompt"] = False
+        if continuing and body.get("add_generation_prompt", True):
+            raise ValueError("Cannot set both add_generation_prompt and continue_final_message to true.")
         p = self.templates.apply(inputs)
         fields: dict[str, Any] = {
             "prompt": p["prompt"],
@@ -95,7 +97,7 @@ class Chat:
             "reasoning_format": reasoning_format,
             "generation_prompt": p["generation_prompt"],
             "parse_tool_calls": has_tools and tool_choice != "none",
-            "is_continuation": "continue_final_message" in inputs,
+            "is_continuation": bool(inputs.get("continue_final_message")),
         }
         return fields, parse
 

@@ -85,7 +85,7 @@ class CompletionParams(BaseModel):
     return_tokens: Bool = False
     return_progress: Bool = False
     timings_per_token: Bool = False
-    verbose: Bool = False
+    verbose: Bool = False  # adds __verbose (the native answer) to OpenAI answers
     sse_ping_interval: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = -1
     n_predict: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = Field(
         -1, validation_alias=AliasChoices("n_predict", "max_completion_tokens", "max_tokens")
@@ -175,6 +175,7 @@ class TaskParams:
     return_progress: bool = False
     timings_per_token: bool = False
     include_usage: bool = False
+    verbose: bool = False
     n_indent: int = 0
     t_max_predict_ms: int = -1
     response_fields: list[str] = field(default_factory=list)
@@ -334,6 +335,7 @@ def resolve(
         return_progress=p.return_progress,
         timings_per_token=p.timings_per_token,
         include_usage=p.stream_options.include_usage if p.stream_options else False,
+        verbose=p.verbose,
         n_indent=p.n_indent,
         t_max_predict_ms=p.t_max_predict_ms,
         response_fields=p.response_fields,
