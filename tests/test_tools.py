@@ -150,3 +150,49 @@ def test_streamed_tool_calls_through_the_openai_client(tool_server):
     assert first[0].function.name == "get_weather" and first[0].id
     assert "".join(p.function.arguments or "" for p in first) == whole[0].function.arguments
     assert len({p.index for p in pieces}) == len(whole)
+
+
+def test_anthropic_messages_with_tools_streaming_and_not(tool_server):
+    import httpx
+
+    base = str(tool_server.base_url).removesuffix("/v1/").removesuffix("/v1")
+    tools = [{"name": "get_weather", "description": "weather", "input_schema": CITY["function"]["parameters"]}]
+    body = {
+        "model": "tiny",
+        "max_tokens": 40,
+        "temperature": 0.8,
+        "seed": 4,
+        "tool_choice": {"type": "any"},
+        "tools": tools,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]}],
+    }
+    msg = httpx.post(f"{base}/v1/messages", json=body, timeout=60).json()
+    assert msg["type"] == "message" and msg["role"] == "assistant" and msg["id"].startswith("msg_")
+    uses = [b for b in msg["content"] if b["type"] == "tool_use"]
+    assert uses and uses[0]["name"] == "get_weather" and uses[0]["input"]["city"] in ("Paris", "Rome")
+    assert msg["usage"]["input_tokens"] > 0 and msg["usage"]["output_tokens"] > 0
+    events = []
+    with httpx.stream("POST", f"{base}/v1/messages", json={**body, "stream": True}, timeout=60) as r:
+        name = None
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[6:])))
+    kinds = [e for e, _ in events]
+    assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+    starts = [d["content_block"] for e, d in events if e == "content_block_start"]
+    assert starts[0]["type"] == "tool_use" and starts[0]["name"] == "get_weather"
+    partial = "".join(d["delta"]["partial_json"] for e, d in events if e == "content_block_delta" and d["index"] == 0)
+    assert json.loads(partial)["city"] in ("Paris", "Rome")
+    # the tool's result goes back as a tool_result block; the answer comes out as text
+    follow = {**body, "tool_choice": {"type": "auto"}, "max_tokens": 6, "messages": [
+        *body["messages"],
+        {"role": "assistant", "content": [{"type": "tool_use", "id": uses[0]["id"], "name": "get_weather",
+                                           "input": uses[0]["input"]}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0]["id"], "content": "21 C"}]},
+    ]}  # fmt: skip
+    answer = httpx.post(f"{base}/v1/messages", json=follow, timeout=60).json()
+    assert answer["type"] == "message" and answer["stop_reason"] in ("end_turn", "max_tokens", "tool_use")
+    count = httpx.post(f"{base}/v1/messages/count_tokens", json=follow, timeout=60).json()
+    assert count["input_tokens"] > msg["usage"]["input_tokens"]

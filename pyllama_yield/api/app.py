@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from ..server import ServerContext
 from ..settings import ServerSettings
-from . import admin, chat, embeddings, native, openai
+from . import admin, anthropic, chat, embeddings, native, openai
 from .app_state import AppState
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
@@ -79,6 +79,8 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/chat/completions", chat.chat_completions, ["POST"], False),
     ("/v1/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
     ("/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
+    ("/v1/messages", anthropic.messages, ["POST"], False),
+    ("/v1/messages/count_tokens", anthropic.count_tokens, ["POST"], False),
 ]
 
 

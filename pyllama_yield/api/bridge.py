@@ -163,7 +163,11 @@ class Bridge:
         return sorted(finals.values(), key=lambda p: p["index"])
 
     async def stream(
-        self, tasks: list[CompletionTask], render: Callable[[Result], list[Any]], done: str | None
+        self,
+        tasks: list[CompletionTask],
+        render: Callable[[Result], list[Any]],
+        done: str | None,
+        frame: Callable[[Any], str] = sse,
     ) -> StreamingResponse:
         """Server-sent events; ``render`` turns a result into SSE data items, ``done`` ends the stream
         (OpenAI's ``[DONE]``; llama-server's native stream has none).
@@ -188,7 +192,7 @@ class Bridge:
                         if res.is_error:
                             yield "".join(out) + sse({"error": error_json(result_error(res))})
                             return
-                        out += [sse(item) for item in render(res)]
+                        out += [frame(item) for item in render(res)]
                         n_final += res.is_final
                     if n_final == len(tasks):
                         yield "".join(out) + (sse(done) if done else "")

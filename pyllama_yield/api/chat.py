@@ -66,14 +66,17 @@ class ChatAnswer(TextAnswer):
         return out
 
 
-async def _render(request: Request) -> tuple[AppState, dict[str, Any], dict[str, Any]]:
-    """The request as llama-server fields (the prompt rendered), and how to read the answer."""
-    state: AppState = request.app.state.pyllama
-    body = chat_to_llama(await json_body(request))
+async def render_chat(state: AppState, body: dict[str, Any]) -> tuple[AppState, dict[str, Any], dict[str, Any]]:
+    """An OpenAI chat body as llama-server fields (the prompt rendered), and how to read the answer."""
+    body = chat_to_llama(body)
     ChatRequest.parse(body)  # the messages' shape, checked before the template sees them
     fields, parse = await state.bridge.build(state.srv.render_chat_request, body)
     stops = body.get("stop") or []
     return state, {**body, **fields, "stop": [*stops, *fields.pop("additional_stops")]}, parse
+
+
+async def _render(request: Request) -> tuple[AppState, dict[str, Any], dict[str, Any]]:
+    return await render_chat(request.app.state.pyllama, await json_body(request))
 
 
 async def chat_completions(request: Request) -> Response:
