@@ -110,6 +110,7 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         n_predict_max=settings.n_predict_max,
         n_probs_max=settings.n_probs_max,
         embedding=settings.embedding,
+        idle_sleep_ms=settings.sleep_idle_seconds * 1000 if settings.sleep_idle_seconds > 0 else -1,
         use_jinja=settings.jinja,
         reasoning_format=settings.reasoning_format,
         pooling=settings.pooling,

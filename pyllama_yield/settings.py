@@ -239,7 +239,9 @@ class ServerSettings(BaseSettings):
         env="LLAMA_ARG_CACHE_IDLE_SLOTS",
         supported="no host-memory prompt cache here",
     )
-    sleep_idle_seconds: int = arg(-1, "--sleep-idle-seconds", supported=NOT_YET)
+    sleep_idle_seconds: int = arg(
+        -1, "--sleep-idle-seconds", help="free the context after this many idle seconds (-1: never)"
+    )
     lora: list[str] | None = arg(None, "--lora", supported=NOT_YET)
     hf_repo: str | None = arg(None, "-hf", "-hfr", "--hf-repo", supported="no downloads here: pass -m FILE")
     hf_file: str | None = arg(None, "-hff", "--hf-file", supported="no downloads here: pass -m FILE")

@@ -239,3 +239,23 @@ def test_a_missing_model_is_a_clear_error_and_exit_1(tmp_path):
 def test_cors_headers_on_a_real_answer(server):
     r = server.get("/health", headers={"Origin": "http://a.example"})
     assert r.headers["access-control-allow-origin"] == "http://a.example"
+
+
+def test_sleep_frees_the_context_and_a_request_wakes_it(tiny_model_path):
+    proc, base = start_server(tiny_model_path, "--threads", "1", "--sleep-idle-seconds", "1", "--metrics")
+    try:
+        assert httpx.post(f"{base}/completion", json=greedy(n_predict=2)).status_code == 200
+        deadline = time.monotonic() + 30
+        while not httpx.get(f"{base}/props").json()["is_sleeping"]:
+            assert time.monotonic() < deadline, "never went to sleep"
+            time.sleep(0.1)  # the idle timer runs in the server; poll its public state
+        # read-only routes answer while it sleeps, and do not wake it
+        assert httpx.get(f"{base}/health").status_code == 200
+        assert "llamacpp:requests_processing 0" in httpx.get(f"{base}/metrics", timeout=10).text
+        assert len(httpx.get(f"{base}/slots", timeout=10).json()) == 4
+        assert httpx.get(f"{base}/props").json()["is_sleeping"] is True
+        r = httpx.post(f"{base}/completion", json=greedy(n_predict=3), timeout=60).json()  # wakes it
+        assert r["tokens_predicted"] == 3 and httpx.get(f"{base}/props").json()["is_sleeping"] is False
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]

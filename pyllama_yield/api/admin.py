@@ -43,7 +43,7 @@ def props_json(state: AppState) -> dict[str, Any]:
         "bos_token": srv.token_text(srv.vocab.bos),
         "eos_token": srv.token_text(srv.vocab.eos),
         "build_info": info["system_fingerprint"],
-        "is_sleeping": False,
+        "is_sleeping": srv.queue.is_sleeping,
         "n_predict_default": defaults.n_predict,
     }
 

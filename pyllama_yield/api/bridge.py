@@ -90,10 +90,17 @@ class Bridge:
 
     async def call(self, task_type: TaskType, payload: Any = None) -> Result:
         """One task, one result (metrics, slot save/restore)."""
+        res = await self.try_call(task_type, payload, lambda: False)
+        assert res is not None
+        return res
+
+    async def try_call(self, task_type: TaskType, payload: Any, should_stop: Callable[[], bool]) -> Result | None:
+        """Like :meth:`call`; None when ``should_stop()`` said so before the result came."""
         with ResponseReader(self.srv.queue, self.srv.responses, self.poll_interval_s) as reader:
             reader.post_task(Task(task_type, payload=payload))
-            res = await self._next(reader, lambda: False)
-        assert res is not None
+            res = await self._next(reader, should_stop)
+        if res is None:
+            return None
         if res.is_error:
             raise result_error(res)
         return res

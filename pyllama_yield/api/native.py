@@ -41,15 +41,21 @@ async def health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+async def current_metrics(state: AppState) -> dict[str, Any]:
+    """Asked of the queue's worker (it answers during a decode); while the server sleeps, the
+    snapshot it published last (a sleeping loop takes no task, and a scrape must not wake it)."""
+    srv = state.srv
+    res = await state.bridge.try_call(TaskType.METRICS, None, lambda: srv.queue.is_sleeping)
+    return res.payload if res is not None else srv.snapshot()
+
+
 async def metrics(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
-    m = (await state.bridge.call(TaskType.METRICS)).payload
+    m = await current_metrics(request.app.state.pyllama)
     return PlainTextResponse(prometheus_text(m), media_type="text/plain; version=0.0.4")
 
 
 async def slots(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
-    return JSONResponse((await state.bridge.call(TaskType.METRICS)).payload["slots"])
+    return JSONResponse((await current_metrics(request.app.state.pyllama))["slots"])
 
 
 async def tokenize(request: Request) -> Response:

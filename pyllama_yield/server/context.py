@@ -104,9 +104,11 @@ class ServerContext(ClientSide):
             kv_unified=kv_unified,
             swa_full=swa_full,
         )
-        self.ctx = Context(self.model, embeddings=embedding, pooling=pooling, **ctx_args)
+        self._ctx_args = {**ctx_args, "embeddings": embedding, "pooling": pooling}  # to recreate it after a sleep
+        self.ctx = Context(self.model, **self._ctx_args)
         self.n_ctx_slot = min(self.ctx.n_ctx_seq, self.model.n_ctx_train)
         self.n_batch = self.ctx.n_batch
+        self.n_ctx_total = self.ctx.n_ctx
         self.n_ubatch = min(n_ubatch, self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
@@ -126,6 +128,7 @@ class ServerContext(ClientSide):
         self.responses = ServerResponse()
         self.queue.on_new_task(self._on_task)
         self.queue.on_update_slots(self._update_slots)
+        self.queue.on_sleeping_state(self._on_sleeping)
 
         self._loop_ident: int | None = None
         self._loop_thread: threading.Thread | None = None
@@ -191,6 +194,21 @@ class ServerContext(ClientSide):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _on_sleeping(self, sleeping: bool) -> None:
+        """Idle for ``idle_sleep_ms``: free the context (KV cache, compute buffers) and get it back
+        on the next request. The model stays loaded: callers tokenize with its vocab any time."""
+        if sleeping:
+            self.ctx.close()
+            if self.draft_ctx is not None:
+                self.draft_ctx.close()
+            for slot in self.slots:
+                slot.cache_tokens = []
+        else:
+            self.ctx = Context(self.model, **self._ctx_args)
+            if self.draft_model is not None:
+                self.draft_ctx = Context(self.draft_model, **{**self._ctx_args, "embeddings": False, "pooling": None})
+        self.stats.publish()
 
     # --- tasks (loop thread, or the worker while yielding) -----------------------------------
     def _on_task(self, task: Task, is_yielding: bool) -> bool:

@@ -61,7 +61,7 @@ class Stats:
                 "n_slots": srv.n_parallel,
                 "requests_processing": sum(s["is_processing"] for s in slots),
                 "kv_cells_used": sum(s["n_cached"] for s in slots),
-                "n_ctx": srv.ctx.n_ctx,
+                "n_ctx": srv.n_ctx_total,
                 **self._totals,
             }
 
