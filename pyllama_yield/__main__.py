@@ -109,11 +109,11 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         chat_template=settings.chat_template_text(),
         n_predict_max=settings.n_predict_max,
         n_probs_max=settings.n_probs_max,
-        embedding=settings.embedding,
+        embedding=settings.embedding or settings.reranking,
         idle_sleep_ms=settings.sleep_idle_seconds * 1000 if settings.sleep_idle_seconds > 0 else -1,
         use_jinja=settings.jinja,
         reasoning_format=settings.reasoning_format,
-        pooling=settings.pooling,
+        pooling="rank" if settings.reranking else settings.pooling,
         progress=ProgressBar(f"loading {path.name}", cancel),
     )
 

@@ -294,6 +294,18 @@ class Vocab:
     def add_bos(self) -> bool:
         return bool(lib.llama_vocab_get_add_bos(self.ptr))
 
+    @property
+    def add_eos(self) -> bool:
+        return bool(lib.llama_vocab_get_add_eos(self.ptr))
+
+    @property
+    def add_sep(self) -> bool:
+        return bool(lib.llama_vocab_get_add_sep(self.ptr))
+
+    @property
+    def sep(self) -> int:
+        return lib.llama_vocab_sep(self.ptr)
+
     def fim(self, kind: str) -> int:
         """A fill-in-the-middle token: ``pre``, ``suf``, ``mid``, ``pad``, ``rep`` or ``sep``
         (-1 when the vocab has none)."""
@@ -631,11 +643,13 @@ class Context(_Owner):
         return view.copy() if copy else view
 
     def embeddings_seq(self, seq_id: int) -> np.ndarray:
-        """The pooled embedding of sequence ``seq_id`` (a copy), for a context that pools."""
+        """The pooled embedding of sequence ``seq_id`` (a copy), for a context that pools; with
+        ``rank`` pooling, the classifier's scores (one for a reranker)."""
         ptr = lib.llama_get_embeddings_seq(self.ptr, seq_id)
         if ptr == ffi.NULL:
             raise IndexError(_with_cause(f"no pooled embedding for sequence {seq_id}"))
-        return np.frombuffer(ffi.buffer(ptr, 4 * self.n_embd_out), dtype=np.float32).copy()
+        n = max(1, lib.llama_model_n_cls_out(self.model.ptr)) if self.pooling == "rank" else self.n_embd_out
+        return np.frombuffer(ffi.buffer(ptr, 4 * n), dtype=np.float32).copy()
 
     @property
     def n_embd_out(self) -> int:

@@ -216,7 +216,9 @@ class ServerSettings(BaseSettings):
     embedding: bool = arg(
         False, "--embedding", "--embeddings", env="LLAMA_ARG_EMBEDDINGS", help="serve embeddings (no completions)"
     )
-    reranking: bool = arg(False, "--rerank", "--reranking", env="LLAMA_ARG_RERANKING", supported=NOT_YET)
+    reranking: bool = arg(
+        False, "--rerank", "--reranking", env="LLAMA_ARG_RERANKING", help="serve /rerank (embeddings with rank pooling)"
+    )
     pooling: Literal["none", "mean", "cls", "last", "rank"] | None = arg(
         None, "--pooling", env="LLAMA_ARG_POOLING", help="embedding pooling (default: the model's)"
     )

@@ -73,3 +73,31 @@ def test_embedding_routes_through_the_openai_client(tiny_model_path):
 def test_embeddings_need_the_flag(server):
     r = server.post("/v1/embeddings", json={"input": "hi"})
     assert r.status_code == 501 and "--embeddings" in r.json()["error"]["message"]
+
+
+def test_rerank_scores_sort_and_shapes(tiny_model_path):
+    import httpx
+
+    docs = ["A machine", "Learning is fun", "Paris is a city", "Machine learning is a field"]
+    proc, base = start_server(tiny_model_path, "--threads", "1", "--reranking", "-c", "2048")
+    try:
+        r = httpx.post(f"{base}/rerank", json={"query": "Machine learning is", "documents": docs}).json()
+        scores = [x["relevance_score"] for x in r["results"]]
+        assert sorted(x["index"] for x in r["results"]) == [0, 1, 2, 3] and scores == sorted(scores, reverse=True)
+        assert r["usage"]["prompt_tokens"] > 8
+        again = httpx.post(f"{base}/v1/rerank", json={"query": "Machine learning is", "documents": docs}).json()
+        assert again["results"] == r["results"]  # deterministic
+        top = httpx.post(f"{base}/rerank", json={"query": "q", "documents": docs, "top_n": 2}).json()["results"]
+        assert len(top) == 2
+        tei = httpx.post(f"{base}/rerank", json={"query": "q", "texts": docs, "return_text": True}).json()
+        assert isinstance(tei, list) and {"index", "score", "text"} <= set(tei[0])
+        for bad in ({"documents": docs}, {"query": 1, "documents": docs}, {"query": "q", "documents": []}):
+            assert httpx.post(f"{base}/rerank", json=bad).status_code == 400
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
+
+
+def test_rerank_needs_the_flag(server):
+    r = server.post("/rerank", json={"query": "q", "documents": ["d"]})
+    assert r.status_code == 501 and "--reranking" in r.json()["error"]["message"]

@@ -75,7 +75,7 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
     "argv, flag",
     [
         (["--reasoning-budget", "10"], "--reasoning-budget"),
-        (["--rerank"], "--reranking"),
+        (["--cache-reuse", "5"], "--cache-reuse"),
         (["--context-shift"], "--context-shift"),
         (["--hf-repo", "a/b"], "--hf-repo"),
         (["--cache-ram", "100"], "--cache-ram"),

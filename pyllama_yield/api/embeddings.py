@@ -27,7 +27,7 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
         inputs, oai = body["content"], False  # "content" is llama-server's field, answered in its shape
     else:
         raise ApiError('"input" or "content" must be provided')
-    if oai and state.srv.ctx.pooling == "none":
+    if oai and state.srv.pooling == "none":
         raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
     fmt = body.get("encoding_format", "float")
     if fmt not in ("float", "base64"):
@@ -70,5 +70,45 @@ async def v1_embeddings(request: Request) -> Response:
             "object": "list",
             "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
             "data": data,
+        }
+    )
+
+
+async def rerank(request: Request) -> Response:
+    """``/rerank`` (Jina's shape) or, given ``texts``, TEI's: documents sorted by the score of
+    the (query, document) pair, the best ``top_n``."""
+    state: AppState = request.app.state.pyllama
+    body = await json_body(request)
+    tei = "texts" in body
+    query = body.get("query")
+    if "query" not in body:
+        raise ApiError('"query" must be provided')
+    if not isinstance(query, str):
+        raise ApiError('"query" must be a string')
+    documents = body.get("documents", body.get("texts"))
+    if not isinstance(documents, list) or not documents or not all(isinstance(d, str) for d in documents):
+        raise ApiError('"documents" must be a non-empty string array')
+    top_n = body.get("top_n", len(documents))
+    if isinstance(top_n, bool) or not isinstance(top_n, int):
+        raise ApiError('"top_n" must be an integer')
+    tasks = await state.bridge.build(state.srv.make_rerank_tasks, query, documents)
+    results = await state.bridge.run_to_end(request, tasks)
+    label = "score" if tei else "relevance_score"
+    ranked = sorted(results, key=lambda r: r["score"], reverse=True)[: max(0, top_n)]
+    items = []
+    for r in ranked:
+        item: dict[str, Any] = {"index": r["index"], label: r["score"]}
+        if tei and body.get("return_text"):
+            item["text"] = documents[r["index"]]
+        items.append(item)
+    if tei:
+        return JSONResponse(items)
+    n_tokens = sum(r["tokens_evaluated"] for r in results)
+    return JSONResponse(
+        {
+            "model": body.get("model", state.model_name),
+            "object": "list",
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+            "results": items,
         }
     )

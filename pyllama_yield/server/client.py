@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from .. import _build_config
 from ..common import json_schema_to_grammar
 from ..queue import ResponseReader, Result, Task, TaskType
-from .embedding import EmbeddingTask
+from .embedding import EmbeddingTask, rerank_prompt
 from .infill import fim_support_error, infill_prompt
 from .params import CompletionParams, resolve
 from .task import CompletionTask, tokenize_prompts
@@ -55,6 +55,7 @@ class ClientSide:
     n_batch: int
     n_ubatch: int
     embedding: bool
+    pooling: str
     model_name: str
     n_predict_max: int
     n_probs_max: int
@@ -207,6 +208,21 @@ class ClientSide:
                     f"(current batch size: {self.n_ubatch})"
                 )
             tasks.append(EmbeddingTask(tokens, index=i, normalize=normalize))
+        return tasks
+
+    def make_rerank_tasks(self, query: str, documents: list[str]) -> list[EmbeddingTask]:
+        """One task per document: the reranker scores the (query, document) pair."""
+        if not self.embedding or self.pooling != "rank":
+            raise NotImplementedError("This server does not support reranking. Start it with `--reranking`")
+        tasks = []
+        for i, doc in enumerate(documents):
+            tokens = rerank_prompt(self.model, self.vocab, query, doc)
+            self.check_prompt(tokens)
+            if len(tokens) > self.n_ubatch:
+                raise ValueError(
+                    f"input ({len(tokens)} tokens) is too large to process. increase the physical batch size"
+                )
+            tasks.append(EmbeddingTask(tokens, index=i, normalize=-1, rerank=True))
         return tasks
 
     def check_prompt(self, tokens: list[int]) -> None:

@@ -109,6 +109,7 @@ class ServerContext(ClientSide):
         self.n_ctx_slot = min(self.ctx.n_ctx_seq, self.model.n_ctx_train)
         self.n_batch = self.ctx.n_batch
         self.n_ctx_total = self.ctx.n_ctx
+        self.pooling = self.ctx.pooling  # kept: the context is freed while the server sleeps
         self.n_ubatch = min(n_ubatch, self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
@@ -330,11 +331,16 @@ class ServerContext(ClientSide):
         et = s.task
         assert isinstance(et, EmbeddingTask)
         n = len(s.prompt_tokens)
-        if self.ctx.pooling == "none":  # one vector per token, as they are
+        if et.rerank:
+            score = float(self.ctx.embeddings_seq(s.id)[0])
+            payload = {"index": et.index, "score": score, "tokens_evaluated": n}
+            self.responses.send(Result(s.id_task, payload))
+        elif self.pooling == "none":  # one vector per token, as they are
             vectors = [self.ctx.embeddings(s.i_batch - n + 1 + j).tolist() for j in range(n)]
         else:
             vectors = [normalize(self.ctx.embeddings_seq(s.id), et.normalize).tolist()]
-        self.responses.send(Result(s.id_task, {"index": et.index, "embedding": vectors, "tokens_evaluated": n}))
+        if not et.rerank:
+            self.responses.send(Result(s.id_task, {"index": et.index, "embedding": vectors, "tokens_evaluated": n}))
         self.stats.add(prompt_tokens=0, requests_finished=1)
         self.ctx.seq_rm(s.id)
         s.cache_tokens = []

@@ -9,10 +9,11 @@ as llama-server's ``embd_normalize`` asks: -1 none, 0 max-abs to int16 range, 1 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["EmbeddingTask", "normalize"]
+__all__ = ["EmbeddingTask", "normalize", "rerank_prompt"]
 
 
 @dataclass
@@ -22,6 +23,7 @@ class EmbeddingTask:
     normalize: int = 2
     cache_prompt: bool = False  # an embedding never reuses a slot's cache
     id_slot: int = -1
+    rerank: bool = False  # a (query, document) pair: the answer is the reranker's score
 
 
 def normalize(v: np.ndarray, norm: int) -> np.ndarray:
@@ -35,3 +37,20 @@ def normalize(v: np.ndarray, norm: int) -> np.ndarray:
     else:
         scale = (np.abs(v) ** norm).sum() ** (1.0 / norm)
     return v / scale if scale > 0 else v
+
+
+def rerank_prompt(model: Any, vocab: Any, query: str, document: str) -> list[int]:
+    """A (query, document) pair as llama-server feeds it to a reranker: the model's ``rerank``
+    template when it has one, else ``[BOS] query [EOS] [SEP] document [EOS]`` as its vocab asks."""
+    template = model.chat_template("rerank")
+    if template is not None:
+        text = template.replace("{query}", query).replace("{document}", document)
+        return vocab.tokenize(text, add_special=False, parse_special=True)
+    eos = vocab.eos if vocab.eos >= 0 else vocab.sep
+    out = [vocab.bos] if vocab.add_bos else []
+    out += vocab.tokenize(query, add_special=False, parse_special=False)
+    out += [eos] if vocab.add_eos else []
+    out += [vocab.sep] if vocab.add_sep else []
+    out += vocab.tokenize(document, add_special=False, parse_special=False)
+    out += [eos] if vocab.add_eos else []
+    return out
