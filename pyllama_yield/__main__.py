@@ -112,6 +112,7 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         embedding=settings.embedding or settings.reranking,
         idle_sleep_ms=settings.sleep_idle_seconds * 1000 if settings.sleep_idle_seconds > 0 else -1,
         use_jinja=settings.jinja,
+        context_shift=settings.context_shift,
         reasoning_format=settings.reasoning_format,
         pooling="rank" if settings.reranking else settings.pooling,
         progress=ProgressBar(f"loading {path.name}", cancel),

@@ -677,6 +677,12 @@ class Context(_Owner):
         self.ptr  # noqa: B018
         lib.llama_memory_seq_keep(self._mem, seq_id)
 
+    @property
+    def can_shift(self) -> bool:
+        """Whether positions in the KV cache can be shifted (``seq_add``) for this model."""
+        self.ptr  # noqa: B018
+        return bool(lib.llama_memory_can_shift(self._mem))
+
     def seq_add(self, seq_id: int, p0: int, p1: int, delta: int) -> None:
         self.ptr  # noqa: B018
         lib.llama_memory_seq_add(self._mem, seq_id, p0, p1, delta)

@@ -224,7 +224,11 @@ class ServerSettings(BaseSettings):
     )
     slot_save_path: str | None = arg(None, "--slot-save-path", help="folder for POST /slots/{id}?action=save|restore")
     context_shift: bool = arg(
-        False, "--context-shift", neg=("--no-context-shift",), env="LLAMA_ARG_CONTEXT_SHIFT", supported=NOT_YET
+        False,
+        "--context-shift",
+        neg=("--no-context-shift",),
+        env="LLAMA_ARG_CONTEXT_SHIFT",
+        help="when a slot's context fills, drop older tokens and go on generating",
     )
     cache_reuse: int = arg(0, "--cache-reuse", env="LLAMA_ARG_CACHE_REUSE", supported=NOT_YET)
     cache_ram: int = arg(

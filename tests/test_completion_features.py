@@ -152,3 +152,15 @@ def test_streamed_probs_and_timings_per_token(srv):
     assert len(partials) == 4 and all(len(p["completion_probabilities"]) == 1 for p in partials)
     assert all("timings" in p for p in partials)
     assert "completion_probabilities" not in final  # streamed ones are not repeated
+
+
+def test_context_shift_keeps_generating_past_the_context(tiny_model_path):
+    body = {"prompt": "Once upon a time", "n_predict": 600, "temperature": 0.0, "ignore_eos": True, "n_keep": 2}
+    with ServerContext(tiny_model_path, n_ctx=256, n_threads=1) as plain:
+        cut = run(plain, **body)[0]
+    assert cut["truncated"] and cut["tokens_predicted"] < 256 and cut["stop_type"] == "limit"
+    with ServerContext(tiny_model_path, n_ctx=256, n_threads=1, context_shift=True) as shifting:
+        out = run(shifting, **body)[0]
+        again = run(shifting, prompt="Hello", n_predict=3)[0]  # the slot is usable afterwards
+    assert out["tokens_predicted"] == 600 and out["truncated"] and out["stop_type"] == "limit"
+    assert again["tokens_predicted"] == 3

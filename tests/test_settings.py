@@ -76,12 +76,10 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
     [
         (["--reasoning-budget", "10"], "--reasoning-budget"),
         (["--cache-reuse", "5"], "--cache-reuse"),
-        (["--context-shift"], "--context-shift"),
         (["--hf-repo", "a/b"], "--hf-repo"),
         (["--cache-ram", "100"], "--cache-ram"),
         (["--ui"], "--webui"),
         (["--lora", "x.gguf"], "--lora"),
-        (["--context-shift"], "--context-shift"),
     ],
 )
 def test_flags_we_cannot_honour_are_errors_that_name_them(argv, flag):

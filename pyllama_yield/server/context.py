@@ -70,6 +70,7 @@ class ServerContext(ClientSide):
         pooling: str | None = None,
         use_jinja: bool = True,
         reasoning_format: str = "deepseek",
+        context_shift: bool = False,
     ) -> None:
         """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
         unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
@@ -110,6 +111,9 @@ class ServerContext(ClientSide):
         self.n_batch = self.ctx.n_batch
         self.n_ctx_total = self.ctx.n_ctx
         self.pooling = self.ctx.pooling  # kept: the context is freed while the server sleeps
+        if context_shift and (not self.ctx.can_shift or draft_model_path is not None):
+            raise ValueError("context shift is not supported by this model's cache, or with a draft model")
+        self.context_shift = context_shift
         self.n_ubatch = min(n_ubatch, self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
@@ -372,8 +376,27 @@ class ServerContext(ClientSide):
             # keep the loop turning while slots work; tasks posted meanwhile are handled first
             self.queue.post(Task(TaskType.NEXT_RESPONSE))
 
+    def _shift_context(self, s: Slot) -> None:
+        """The slot's context is full: drop ``n_discard`` tokens after the first ``n_keep`` (half of
+        the rest by default) and move the later ones back, as llama-server's context shift does."""
+        assert isinstance(s.task, CompletionTask)
+        p = s.task.params
+        n_past = len(s.cache_tokens)
+        n_keep = len(s.prompt_tokens) if p.n_keep < 0 else p.n_keep
+        n_keep = min(self.n_ctx_slot - 4, n_keep + (1 if self.vocab.add_bos else 0))
+        n_left = n_past - n_keep
+        n_discard = max(0, min(p.n_discard or n_left // 2, n_left - 1))
+        self.ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
+        self.ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
+        del s.cache_tokens[n_keep : n_keep + n_discard]
+        s.truncated = True
+
     def _step(self) -> None:
         generating = [s for s in self.slots if s.state is SlotState.GENERATING]
+        if self.context_shift:
+            for s in generating:
+                if len(s.cache_tokens) + 1 >= self.n_ctx_slot:
+                    self._shift_context(s)
         spec = self.draft_ctx is not None
         if spec and generating:
             # S2: drafting is yielded only when a slot drafts
@@ -511,7 +534,7 @@ class ServerContext(ClientSide):
         """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
         assert s.task is not None
         p = s.task.params
-        stop = s.add_token(tok, self.vocab.is_eog(tok), self.piece(tok), self.n_ctx_slot)
+        stop = s.add_token(tok, self.vocab.is_eog(tok), self.piece(tok), self.n_ctx_slot, self.context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
             self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))

@@ -177,6 +177,8 @@ class TaskParams:
     include_usage: bool = False
     verbose: bool = False
     n_indent: int = 0
+    n_keep: int = 0
+    n_discard: int = 0
     t_max_predict_ms: int = -1
     response_fields: list[str] = field(default_factory=list)
     sampling: dict[str, Any] = field(default_factory=dict)  # common_params_sampling, C++ names
@@ -337,6 +339,8 @@ def resolve(
         include_usage=p.stream_options.include_usage if p.stream_options else False,
         verbose=p.verbose,
         n_indent=p.n_indent,
+        n_keep=p.n_keep,
+        n_discard=p.n_discard,
         t_max_predict_ms=p.t_max_predict_ms,
         response_fields=p.response_fields,
         sampling=sampling,

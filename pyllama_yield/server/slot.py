@@ -54,7 +54,7 @@ class Slot:
     truncated: bool = False  # stopped because the slot's context filled up
     n_probs_sent: int = 0  # of which already streamed
 
-    def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int) -> StopType:
+    def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int, context_shift: bool = False) -> StopType:
         """Record a generated token and tell whether generation stops here, and why (the checks
         of llama-server's ``process_token``: end of generation, a stop string, ``n_predict``, the
         slot's context, ``t_max_predict_ms`` at a new line)."""
@@ -69,7 +69,7 @@ class Slot:
             return StopType.WORD
         if p.n_predict >= 0 and len(self.generated) >= p.n_predict:
             return StopType.LIMIT
-        if len(self.cache_tokens) + 1 >= n_ctx:
+        if len(self.cache_tokens) + 1 >= n_ctx and not context_shift:
             self.truncated = True  # the slot's context is full
             return StopType.LIMIT
         if p.t_max_predict_ms > 0 and "\n" in self.text.text[self.text.sent :]:
