@@ -164,3 +164,24 @@ def test_context_shift_keeps_generating_past_the_context(tiny_model_path):
         again = run(shifting, prompt="Hello", n_predict=3)[0]  # the slot is usable afterwards
     assert out["tokens_predicted"] == 600 and out["truncated"] and out["stop_type"] == "limit"
     assert again["tokens_predicted"] == 3
+
+
+def test_a_full_unified_cache_frees_idle_slots_then_fails_in_llama_servers_words(tiny_model_path):
+    with ServerContext(tiny_model_path, n_ctx=256, n_parallel=4, kv_unified=True, n_threads=1) as srv:
+        # an idle slot holds a cached prompt: a request that needs its cells gets them
+        assert run(srv, prompt="word " * 100, n_predict=4)[0]["tokens_predicted"] == 4
+        long = run(srv, prompt="Once", n_predict=200, ignore_eos=True)[0]
+        assert long["tokens_predicted"] == 200
+        # four requests that together outgrow the pool: each ends, done or failed as llama-server says
+        tasks = [t for _ in range(4) for t in srv.make_tasks({"prompt": "A", "n_predict": 90, "ignore_eos": True})]
+        with srv.submit(tasks) as reader:
+            outcomes = []
+            while reader.has_next():
+                r = reader.next(lambda: False)
+                if r.is_error:
+                    outcomes.append(r.payload["error"])
+                    break
+                if r.is_final:
+                    outcomes.append(r.payload["tokens_predicted"])
+        assert "Context size has been exceeded." in outcomes, outcomes
+        assert run(srv, prompt="Hello", n_predict=3)[0]["tokens_predicted"] == 3  # and the server goes on

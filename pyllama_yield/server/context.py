@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..common import CommonSampler
-from ..llama import Batch, Context, DecodeError, LlamaError, Model
+from ..llama import Batch, Context, DecodeError, LlamaError, Model, NoKvSlotError
 from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
 from . import slot_files, speculative
 from .chat import Chat
@@ -408,6 +408,18 @@ class ServerContext(ClientSide):
                 self.queue.yield_to_queue(self._decode)  # S1: decode and sync inside the yield
             else:
                 self._decode()
+        except NoKvSlotError:
+            # the KV cache is full: first drop what idle slots keep cached and retry the step;
+            # else every busy slot fails, as in llama-server (its words, so clients can tell)
+            if not self._clear_idle_caches():
+                for s in self.slots:
+                    if s.busy:
+                        self._fail(s, "Context size has been exceeded.")
+                return
+            for s in self.slots:  # whatever part of the batch got in goes out again before the retry
+                if s.busy:
+                    self.ctx.seq_rm(s.id, len(s.cache_tokens), -1)
+            return
         except DecodeError as exc:
             for s in self.slots:
                 if s.busy and (s.id in chunks or s in generating):
@@ -467,6 +479,16 @@ class ServerContext(ClientSide):
             s.i_batch = batch.n_tokens - 1
             chunks[s.id] = len(chunk)
         return chunks
+
+    def _clear_idle_caches(self) -> bool:
+        """Free the KV cells idle slots keep for prompt reuse; False when there were none."""
+        idle = [s for s in self.slots if not s.busy and s.cache_tokens]
+        for s in idle:
+            self.ctx.seq_rm(s.id)
+            if self.draft_ctx is not None:
+                self.draft_ctx.seq_rm(s.id)
+            s.cache_tokens = []
+        return bool(idle)
 
     def _decode(self) -> None:
         self.ctx.decode(self.batch)
