@@ -122,8 +122,16 @@ def tool_server(gpt2_model):
 
 
 def ask(client, **kw):
+    # no prompt cache: a reused prefix changes the batch shapes, and a random model's choices with them
     return client.chat.completions.create(
-        model="tiny", messages=ASK, tools=[CITY], tool_choice="required", max_tokens=40, temperature=0.8, **kw
+        model="tiny",
+        messages=ASK,
+        tools=[CITY],
+        tool_choice="required",
+        max_tokens=40,
+        temperature=0.8,
+        extra_body={"cache_prompt": False},
+        **kw,
     )
 
 
@@ -162,6 +170,7 @@ def test_anthropic_messages_with_tools_streaming_and_not(tool_server):
         "max_tokens": 40,
         "temperature": 0.8,
         "seed": 4,
+        "cache_prompt": False,  # a llama-server field: no reused prefix, the same numbers every run
         "tool_choice": {"type": "any"},
         "tools": tools,
         "messages": [{"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]}],

@@ -120,7 +120,24 @@ def to_openai(body: dict[str, Any]) -> dict[str, Any]:
     for key in ("temperature", "top_p", "top_k", "stream", "chat_template_kwargs"):
         if key in body:
             oai[key] = body[key]
+    # llama-server's own request fields (seed, cache_prompt, n_probs, ...) pass through, as on the
+    # OpenAI routes; Anthropic's structural ones never do
+    for key, value in body.items():
+        if key not in oai and key not in ANTHROPIC_FIELDS:
+            oai[key] = value
     return oai
+
+
+ANTHROPIC_FIELDS = {
+    "system",
+    "messages",
+    "tools",
+    "tool_choice",
+    "stop_sequences",
+    "max_tokens",
+    "thinking",
+    "metadata",
+}
 
 
 def _usage(p: dict[str, Any]) -> dict[str, int]:

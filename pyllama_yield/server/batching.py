@@ -1,0 +1,295 @@
+"""One step of continuous batching, on the loop thread: fill a batch from every busy slot, decode
+it inside ``yield_to_queue`` (the worker answers meanwhile), then sample, stream and finish.
+
+Mixed into ``ServerContext`` (``context.py``), whose state it uses: the slots, the context, the
+queue and the result queue. The KV-cache upkeep lives here too: context shift, evicting idle
+slots' caches when the cache is full.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..llama import DecodeError, LlamaError, NoKvSlotError
+from ..queue import Result, Task, TaskType
+from . import speculative
+from .embedding import EmbeddingTask, normalize
+from .probs import token_probs
+from .results import error_payload, final_payload, partial_payload, progress_payload
+from .slot import Slot, SlotState, StopType, now
+from .task import CompletionTask
+
+if TYPE_CHECKING:
+    from ..llama import Batch, Context, Vocab
+    from ..queue import ServerQueue, ServerResponse
+    from .metrics import Stats
+
+__all__ = ["BatchLoop"]
+
+log = logging.getLogger("pyllama_yield.server")
+
+
+class BatchLoop:
+    """Mixed into ``ServerContext``; these names come from it."""
+
+    slots: list[Slot]
+    ctx: Context
+    draft_ctx: Context | None
+    batch: Batch
+    draft_batch: Batch
+    vocab: Vocab
+    queue: ServerQueue
+    responses: ServerResponse
+    stats: Stats
+    n_ctx_slot: int
+    pooling: str
+    context_shift: bool
+    yield_decode: bool
+    _check_loop_thread: Callable[[], None]
+    _send_error: Callable[..., None]
+
+    def _update_slots(self) -> None:
+        self._check_loop_thread()
+        self._running.set()
+        if not any(s.busy for s in self.slots):
+            return
+        try:
+            self._step()
+        except Exception as exc:
+            log.exception("update_slots failed")
+            for slot in self.slots:
+                if slot.busy:
+                    self._fail(slot, f"{type(exc).__name__}: {exc}")
+        self.stats.publish()
+        if any(s.busy for s in self.slots):
+            # keep the loop turning while slots work; tasks posted meanwhile are handled first
+            self.queue.post(Task(TaskType.NEXT_RESPONSE))
+
+    def _shift_context(self, s: Slot) -> None:
+        """The slot's context is full: drop ``n_discard`` tokens after the first ``n_keep`` (half of
+        the rest by default) and move the later ones back, as llama-server's context shift does."""
+        assert isinstance(s.task, CompletionTask)
+        p = s.task.params
+        n_past = len(s.cache_tokens)
+        n_keep = len(s.prompt_tokens) if p.n_keep < 0 else p.n_keep
+        n_keep = min(self.n_ctx_slot - 4, n_keep + (1 if self.vocab.add_bos else 0))
+        n_left = n_past - n_keep
+        n_discard = max(0, min(p.n_discard or n_left // 2, n_left - 1))
+        self.ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
+        self.ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
+        del s.cache_tokens[n_keep : n_keep + n_discard]
+        s.truncated = True
+
+    def _step(self) -> None:
+        generating = [s for s in self.slots if s.state is SlotState.GENERATING]
+        if self.context_shift:
+            for s in generating:
+                if len(s.cache_tokens) + 1 >= self.n_ctx_slot:
+                    self._shift_context(s)
+        spec = self.draft_ctx is not None
+        if spec and generating:
+            # S2: drafting is yielded only when a slot drafts
+            self.queue.yield_to_queue(lambda: speculative.draft(self, generating))
+        chunks = self._fill_batch(generating)
+        t0 = now()
+        try:
+            if self.yield_decode:
+                self.queue.yield_to_queue(self._decode)  # S1: decode and sync inside the yield
+            else:
+                self._decode()
+        except NoKvSlotError:
+            # the KV cache is full: first drop what idle slots keep cached and retry the step;
+            # else every busy slot fails, as in llama-server (its words, so clients can tell)
+            if not self._clear_idle_caches():
+                for s in self.slots:
+                    if s.busy:
+                        self._fail(s, "Context size has been exceeded.")
+                return
+            for s in self.slots:  # whatever part of the batch got in goes out again before the retry
+                if s.busy:
+                    self.ctx.seq_rm(s.id, len(s.cache_tokens), -1)
+            return
+        except DecodeError as exc:
+            for s in self.slots:
+                if s.busy and (s.id in chunks or s in generating):
+                    self._fail(s, str(exc))
+            return
+        dt = now() - t0
+        self.stats.add(
+            n_decode=1,
+            prompt_tokens=sum(chunks.values()),
+            prompt_seconds=dt if chunks else 0.0,
+            predicted_seconds=dt if generating else 0.0,
+        )
+        for s in self.slots:
+            if s.id in chunks:
+                self._prompt_chunk_done(s, chunks[s.id])
+        for s in generating:
+            if s.busy:
+                self._verify_and_accept(s)
+        if spec and generating:
+            # S2: processing is yielded when speculation is on; a failure raises after the yield
+            if not self.queue.yield_to_queue(lambda: speculative.process(self, generating)):
+                raise RuntimeError("failed to process speculative batch")
+
+    def _fill_batch(self, generating: list[Slot]) -> dict[int, int]:
+        """Generating slots first (one token plus drafts each), then prompt chunks in the room left."""
+        batch = self.batch
+        batch.clear()
+        if self.draft_ctx is not None:
+            self.draft_batch.clear()
+        for s in generating:
+            s.i_batch = batch.n_tokens
+            pos = len(s.cache_tokens)
+            batch.add(s.last_token, pos, s.id, logits=True)
+            for j, d in enumerate(s.drafts):
+                batch.add(d, pos + 1 + j, s.id, logits=True)
+        chunks: dict[int, int] = {}
+        for s in self.slots:
+            if s.state is not SlotState.PROCESSING_PROMPT:
+                continue
+            room = batch.capacity - batch.n_tokens
+            if room <= 0:
+                break
+            start = s.n_prompt_done
+            if isinstance(s.task, EmbeddingTask):  # whole, every token an output, or in a later batch
+                if len(s.prompt_tokens) > room:
+                    continue
+                for j, tok in enumerate(s.prompt_tokens):
+                    batch.add(tok, j, s.id, logits=True)
+                s.i_batch = batch.n_tokens - 1
+                chunks[s.id] = len(s.prompt_tokens)
+                continue
+            chunk = s.prompt_tokens[start : start + room]
+            last = start + len(chunk) == len(s.prompt_tokens)
+            batch.add_sequence(chunk, start, s.id, logits_last=last)
+            if self.draft_ctx is not None:
+                self.draft_batch.add_sequence(chunk, start, s.id, logits_last=False)
+            s.i_batch = batch.n_tokens - 1
+            chunks[s.id] = len(chunk)
+        return chunks
+
+    def _clear_idle_caches(self) -> bool:
+        """Free the KV cells idle slots keep for prompt reuse; False when there were none."""
+        idle = [s for s in self.slots if not s.busy and s.cache_tokens]
+        for s in idle:
+            self.ctx.seq_rm(s.id)
+            if self.draft_ctx is not None:
+                self.draft_ctx.seq_rm(s.id)
+            s.cache_tokens = []
+        return bool(idle)
+
+    def _decode(self) -> None:
+        self.ctx.decode(self.batch)
+        self.ctx.synchronize()
+        if self.draft_ctx is not None and self.draft_batch.n_tokens:
+            self.draft_ctx.decode(self.draft_batch)
+
+    def _prompt_chunk_done(self, s: Slot, n: int) -> None:
+        if isinstance(s.task, EmbeddingTask):
+            self._send_embedding(s)
+            return
+        s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
+        s.n_prompt_done += n
+        task = s.task
+        assert task is not None
+        if s.n_prompt_done < len(s.prompt_tokens):
+            if task.params.return_progress and task.params.stream:
+                self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
+            return
+        s.state = SlotState.GENERATING
+        s.t_prompt_done = now()
+        if task.params.return_progress and task.params.stream:
+            self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
+        if task.params.n_predict == 0:  # only evaluate the prompt into the cache
+            self._finish(s, StopType.LIMIT)
+            return
+        self._sample_and_accept(s, s.i_batch)
+
+    def _verify_and_accept(self, s: Slot) -> None:
+        """Sample the slot's next token, and verify its drafts: keep the longest matching prefix."""
+        drafts, s.drafts = s.drafts, []
+        s.cache_tokens.append(s.last_token)
+        n_accepted = 0
+        for j in range(len(drafts) + 1):
+            tok = self._sample_and_accept(s, s.i_batch + j)
+            if not s.busy or j == len(drafts) or tok != drafts[j]:
+                break
+            n_accepted += 1
+            s.cache_tokens.append(tok)
+        # every draft accepted: the draft model never saw its own last draft
+        s.draft_kv_short = bool(drafts) and n_accepted == len(drafts)
+        if drafts:
+            s.n_draft_total += len(drafts)
+            s.n_draft_accepted += n_accepted
+            self.stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted)
+
+    def _sample_and_accept(self, s: Slot, idx: int) -> int:
+        """Sample from output ``idx`` for slot ``s``, record its probabilities, then stream it and
+        check the stop conditions (which may finish the slot)."""
+        task = s.task
+        assert task is not None and s.sampler is not None
+        try:
+            tok = s.sampler.sample(self.ctx, idx)
+            s.sampler.accept(tok, is_generated=True)
+        except LlamaError as exc:
+            self._fail(s, str(exc), 400)
+            return -1
+        probs = token_probs(s.sampler, self.ctx, idx, tok, task.params, self.piece)
+        if probs is not None:
+            s.probs.append(probs)
+        self._accept(s, tok, probs)
+        return tok
+
+    def _accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
+        """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
+        assert s.task is not None
+        p = s.task.params
+        stop = s.add_token(tok, self.vocab.is_eog(tok), self.piece(tok), self.n_ctx_slot, self.context_shift)
+        if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
+            content = s.text.take_sendable(stop is not StopType.NONE)
+            self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
+        if stop is not StopType.NONE:
+            self._finish(s, stop)
+
+    def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
+        if cancelled:
+            self.responses.send(Result(s.id_task, error_payload("cancelled", 499), is_error=True))
+        else:
+            self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
+        self.stats.add(predicted_tokens=len(s.generated), requests_finished=1)
+        self._release(s)
+
+    def _fail(self, s: Slot, message: str, code: int = 500) -> None:
+        self._send_error(s.id_task, message, code, "server_error" if code >= 500 else "invalid_request_error")
+        self.ctx.seq_rm(s.id)
+        if self.draft_ctx is not None:
+            self.draft_ctx.seq_rm(s.id)
+        s.cache_tokens = []
+        self._release(s)
+
+    def _release(self, s: Slot) -> None:
+        s.reset()
+        self.queue.pop_deferred_task(s.id)
+        self.stats.publish()
+
+    def _send_embedding(self, s: Slot) -> None:
+        et = s.task
+        assert isinstance(et, EmbeddingTask)
+        n = len(s.prompt_tokens)
+        if et.rerank:
+            score = float(self.ctx.embeddings_seq(s.id)[0])
+            payload = {"index": et.index, "score": score, "tokens_evaluated": n}
+            self.responses.send(Result(s.id_task, payload))
+        elif self.pooling == "none":  # one vector per token, as they are
+            vectors = [self.ctx.embeddings(s.i_batch - n + 1 + j).tolist() for j in range(n)]
+        else:
+            vectors = [normalize(self.ctx.embeddings_seq(s.id), et.normalize).tolist()]
+        if not et.rerank:
+            self.responses.send(Result(s.id_task, {"index": et.index, "embedding": vectors, "tokens_evaluated": n}))
+        self.stats.add(prompt_tokens=0, requests_finished=1)
+        self.ctx.seq_rm(s.id)
+        s.cache_tokens = []
+        self._release(s)
