@@ -105,7 +105,7 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         n_draft=settings.spec_draft_n_max,
         n_draft_min=settings.spec_draft_n_min,
         defaults=settings.completion_defaults(),
-        model_name=settings.alias.split(",")[0] if settings.alias else None,
+        model_name=settings.aliases[0] if settings.aliases else None,
         chat_template=settings.chat_template_text(),
         n_predict_max=settings.n_predict_max,
         n_probs_max=settings.n_probs_max,
@@ -117,6 +117,25 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         pooling="rank" if settings.reranking else settings.pooling,
         progress=ProgressBar(f"loading {path.name}", cancel),
     )
+
+
+def _listen(hosts: list[str], port: int) -> list | None:
+    """Sockets for several ``--host`` addresses (comma-separated, as llama-server takes them);
+    None for one, which uvicorn binds itself."""
+    if len(hosts) <= 1:
+        return None
+    import socket
+
+    socks = []
+    for host in hosts:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((host, port))
+        socks.append(sock)
+    return socks
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -149,7 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             stack.callback(srv.stop)
             state.attach(srv)
             print(
-                f"serving {srv.info['model']} on http://{settings.host}:{settings.port} "
+                f"serving {srv.info['model']} on {', '.join(f'{h}:{settings.port}' for h in settings.hosts)} "
                 f"({srv.n_parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
                 file=sys.stderr,
             )
@@ -166,7 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
         loader.start()
-        server.run()  # returns on Ctrl-C / SIGTERM, or when loading failed
+        server.run(sockets=_listen(settings.hosts, settings.port))  # returns on Ctrl-C / SIGTERM or a failed load
         shutting_down.set()  # a load still running gives up at its next progress report
         loader.join()
     if failure:

@@ -268,6 +268,15 @@ class ServerSettings(BaseSettings):
 
     # --- derived
     @property
+    def aliases(self) -> list[str]:
+        """``--alias`` names, sorted: the first names the model (llama-server keeps them in a set)."""
+        return sorted({a for a in (self.alias or "").split(",") if a})
+
+    @property
+    def hosts(self) -> list[str]:
+        return [h for h in self.host.split(",") if h]
+
+    @property
     def api_keys(self) -> list[str]:
         return [k for k in (self.api_key or "").split(",") if k]
 

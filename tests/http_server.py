@@ -24,7 +24,7 @@ def free_port() -> int:
 
 
 def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+    port = int(args[args.index("--port") + 1]) if "--port" in args else free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(model), "--port", str(port), *args],
         stdout=subprocess.PIPE,

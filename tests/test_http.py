@@ -97,8 +97,11 @@ def test_bad_input_400_and_auth_401(server):
         r = server.post("/completion", json=payload)
         assert r.status_code == 400, (payload, r.text)
         assert r.json()["error"]["message"]
-    r = server.post("/v1/chat/completions", json={"model": "x", "messages": []})
+    r = server.post("/v1/chat/completions", json={"model": "x", "messages": "hi"})
     assert r.status_code == 400
+    image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    r = server.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": image}]})
+    assert r.status_code == 500 and "image input is not supported" in r.json()["error"]["message"]
     assert httpx.post(f"{server.base_url}/completion", json=greedy()).status_code == 401
     assert httpx.get(f"{server.base_url}/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert httpx.get(f"{server.base_url}/health").status_code == 200  # public
@@ -256,6 +259,29 @@ def test_sleep_frees_the_context_and_a_request_wakes_it(tiny_model_path):
         assert httpx.get(f"{base}/props").json()["is_sleeping"] is True
         r = httpx.post(f"{base}/completion", json=greedy(n_predict=3), timeout=60).json()  # wakes it
         assert r["tokens_predicted"] == 3 and httpx.get(f"{base}/props").json()["is_sleeping"] is False
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
+
+
+def test_several_addresses_and_sorted_aliases(tiny_model_path):
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    from http_server import free_port
+
+    port = free_port()
+    proc, base = start_server(tiny_model_path, "--threads", "1", "--host", "127.0.0.1,::1", "--port", str(port),
+                              "--alias", "tiny,fim,code", "--tags", "chat,small")  # fmt: skip
+    try:
+        assert httpx.get(f"http://[::1]:{port}/health").status_code == 200
+        model = httpx.get(f"{base}/v1/models").json()["data"][0]
+        assert model["id"] == "code" and set(model["aliases"]) == {"tiny", "fim", "code"}
+        assert set(model["tags"]) == {"chat", "small"}
     finally:
         out = stop_server(proc)
     assert proc.returncode == 0, out[-3000:]

@@ -24,7 +24,7 @@ def models_json(state: AppState) -> dict[str, Any]:
     """``/v1/models`` as llama-server answers it: the OpenAI list, plus an Ollama-style ``models``."""
     info = state.srv.info
     name = info["model"]
-    aliases = [a for a in (state.settings.alias or "").split(",") if a] or [name]
+    aliases = state.settings.aliases or [name]
     tags = [t for t in (state.settings.tags or "").split(",") if t]
     return {
         "models": [

@@ -55,8 +55,6 @@ class ChatRequest(BaseModel):
             raise ApiError("'messages' is required")
         if not isinstance(body["messages"], list):
             raise ApiError("Expected 'messages' to be an array")
-        if not body["messages"]:
-            raise ApiError("'messages' must not be empty")
         for msg in body["messages"]:
             if not isinstance(msg, dict):
                 raise ApiError("each message must be an object")
@@ -65,6 +63,8 @@ class ChatRequest(BaseModel):
                 raise ApiError("All non-assistant messages must contain 'content'")
             if role == "assistant" and "content" not in msg and "tool_calls" not in msg:
                 raise ApiError("Assistant message must contain either 'content' or 'tool_calls'!")
+            if isinstance(msg.get("content"), list):
+                _check_parts(msg["content"])
         try:
             return cls.model_validate({"messages": body["messages"]})
         except ValidationError as exc:
@@ -72,6 +72,24 @@ class ChatRequest(BaseModel):
 
     def template_messages(self) -> list[dict[str, str]]:
         return [{"role": m.role, "content": m.text()} for m in self.messages]
+
+
+# media this server cannot take (no multimodal projector): llama-server's words and status
+_MEDIA = {"image_url": "image", "input_audio": "audio", "input_video": "video", "video_url": "video"}
+
+
+def _check_parts(parts: list[Any]) -> None:
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _MEDIA:
+            raise ApiError(
+                f"{_MEDIA[kind]} input is not supported - hint: if this is unexpected, "
+                "you may need to provide the mmproj",
+                500,
+                "server_error",
+            )
+        if kind not in ("text", "input_text"):
+            raise ApiError("unsupported content[].type")
 
 
 ResponseType = Literal["text", "json_object", "json_schema"]
