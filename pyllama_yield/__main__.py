@@ -151,13 +151,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pyllama_yield.cli import settings_from_args
 
     settings = settings_from_args(args)
+    from pyllama_yield.api import gcp
+
+    port = gcp.port(settings.port)  # Vertex AI tells the port with AIP_HTTP_PORT
     # Listen first and load the model in the background, as llama-server does: meanwhile every
     # request (/health too) gets 503 "Loading model".
     app = build_app(None, settings)
     state = app.state.pyllama
     log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
     server = uvicorn.Server(
-        uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, timeout_graceful_shutdown=5)
+        uvicorn.Config(app, host=settings.host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     )
     shutting_down = threading.Event()
     failure: list[BaseException] = []
@@ -168,7 +171,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             stack.callback(srv.stop)
             state.attach(srv)
             print(
-                f"serving {srv.info['model']} on {', '.join(f'{h}:{settings.port}' for h in settings.hosts)} "
+                f"serving {srv.info['model']} on {', '.join(f'{h}:{port}' for h in settings.hosts)} "
                 f"({srv.n_parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
                 file=sys.stderr,
             )
@@ -185,7 +188,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
         loader.start()
-        server.run(sockets=_listen(settings.hosts, settings.port))  # returns on Ctrl-C / SIGTERM or a failed load
+        server.run(sockets=_listen(settings.hosts, port))  # returns on Ctrl-C / SIGTERM or a failed load
         shutting_down.set()  # a load still running gives up at its next progress report
         loader.join()
     if failure:

@@ -202,3 +202,24 @@ def test_chat_token_count_verbose_and_message_rules(server):
     assert server.post("/chat/completions", json=both).status_code == 400
     prefill = server.post("/apply-template", json={"messages": two[:2]}).json()["prompt"]
     assert prefill.rstrip().endswith("b")  # the assistant's message is continued, not closed
+
+
+def test_vertex_ai_predict_route(tiny_model_path, monkeypatch):
+    from starlette.testclient import TestClient
+
+    from pyllama_yield.api import build_app
+    from pyllama_yield.api.gcp import gcp_name
+    from pyllama_yield.server import ServerContext
+
+    assert gcp_name("/v1/chat/completions") == "chatCompletions" and gcp_name("/apply-template") == "applyTemplate"
+    monkeypatch.setenv("AIP_MODE", "PREDICTION")
+    monkeypatch.setenv("AIP_HEALTH_ROUTE", "/vertex-health")
+    with ServerContext(tiny_model_path, n_ctx=1024, n_threads=1) as srv, TestClient(build_app(srv)) as c:
+        assert c.get("/vertex-health").json() == {"status": "ok"}
+        chat = {"@requestFormat": "chatCompletions", "max_tokens": 3, "messages": [{"role": "user", "content": "Hi"}]}
+        done = {"@requestFormat": "/completion", "prompt": "Hello", "n_predict": 2, "stream": True}
+        r = c.post("/predict", json={"instances": [chat, done, {"@requestFormat": "nope"}, 5]}).json()
+        p = r["predictions"]
+        assert p[0]["object"] == "chat.completion" and p[1]["tokens_predicted"] == 2
+        assert "no handler" in p[2]["error"]["message"] and "JSON object" in p[3]["error"]["message"]
+        assert c.post("/predict", json={"nothing": 1}).status_code == 400

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from ..server import ServerContext
 from ..settings import ServerSettings
-from . import admin, anthropic, chat, embeddings, native, openai
+from . import admin, anthropic, chat, embeddings, gcp, native, openai
 from .app_state import AppState
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
@@ -97,6 +97,11 @@ def build_app(
     settings = settings or ServerSettings()
     state = AppState(settings, poll_interval_s)
     routes = [Route(path, _endpoint(fn, public), methods=methods) for path, fn, methods, public in ROUTES]
+    if gcp.enabled():  # Vertex AI's prediction protocol over the POST routes (and its health path)
+        posts = {path: _endpoint(fn, public) for path, fn, methods, public in ROUTES if methods == ["POST"]}
+        routes.append(Route(gcp.predict_route(), _endpoint(gcp.make_predict(posts)), methods=["POST"]))
+        if gcp.health_route():
+            routes.append(Route(gcp.health_route(), _endpoint(native.health, True), methods=["GET"]))
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_origins, is_ready=lambda: state.ready)]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.pyllama = state
