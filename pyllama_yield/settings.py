@@ -102,6 +102,9 @@ class ServerSettings(BaseSettings):
         env="LLAMA_ARG_SPEC_DRAFT_N_MIN",
         help="fewer drafts than this are not verified",
     )
+    spec_type: Literal["draft-simple"] | None = arg(
+        None, "--spec-type", help="speculative decoding method: draft-simple (a draft model) is what this server does"
+    )
     cont_batching: bool = arg(
         True,
         "-cb",

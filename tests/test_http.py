@@ -285,3 +285,10 @@ def test_several_addresses_and_sorted_aliases(tiny_model_path):
     finally:
         out = stop_server(proc)
     assert proc.returncode == 0, out[-3000:]
+
+
+def test_header_names_keep_llama_servers_case(server):
+    names = {k for k, _ in server.get("/health", headers={"Origin": "http://a.example"}).headers.raw}
+    assert b"Access-Control-Allow-Origin" in names
+    metrics = server.get("/metrics")
+    assert int(dict(metrics.headers.raw)[b"Process-Start-Time-Unix"]) > 1_600_000_000

@@ -49,12 +49,13 @@ class ServerMiddleware:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         allowed = allow_origin(self.cors_origins, headers.get("origin"))
-        extra = [(b"access-control-allow-origin", allowed.encode())] if allowed else []
+        # header names in llama-server's case: clients that read raw header names rely on it
+        extra = [(b"Access-Control-Allow-Origin", allowed.encode())] if allowed else []
         if scope["method"] == "OPTIONS":  # a preflight: browsers send no credentials, so no auth
             extra += [
-                (b"access-control-allow-credentials", b"true"),
-                (b"access-control-allow-methods", CORS_METHODS.encode()),
-                (b"access-control-allow-headers", CORS_HEADERS.encode()),
+                (b"Access-Control-Allow-Credentials", b"true"),
+                (b"Access-Control-Allow-Methods", CORS_METHODS.encode()),
+                (b"Access-Control-Allow-Headers", CORS_HEADERS.encode()),
             ]
             await _reply(send, 200, b"", "text/html", extra)
             return

@@ -50,8 +50,12 @@ async def current_metrics(state: AppState) -> dict[str, Any]:
 
 
 async def metrics(request: Request) -> Response:
-    m = await current_metrics(request.app.state.pyllama)
-    return PlainTextResponse(prometheus_text(m), media_type="text/plain; version=0.0.4")
+    state: AppState = request.app.state.pyllama
+    m = await current_metrics(state)
+    response = PlainTextResponse(prometheus_text(m), media_type="text/plain; version=0.0.4")
+    # llama-server's header, in its case (Starlette would lower-case a name given in headers=)
+    response.raw_headers.append((b"Process-Start-Time-Unix", str(int(state.srv.stats.t_start)).encode()))
+    return response
 
 
 async def slots(request: Request) -> Response:
