@@ -114,6 +114,7 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         use_jinja=settings.jinja,
         context_shift=settings.context_shift,
         reasoning_format=settings.reasoning_format,
+        enable_thinking={"on": True, "off": False}.get(settings.reasoning),
         pooling="rank" if settings.reranking else settings.pooling,
         progress=ProgressBar(f"loading {path.name}", cancel),
     )
@@ -245,11 +246,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyllama_yield.cli import add_settings_arguments
 
-    p_serve = sub.add_parser("serve", help="llama-server compatible HTTP server (llama-server's flags)")
+    # no abbreviated flags: llama-server takes none, and --reasoning must not read as --reasoning-format
+    p_serve = sub.add_parser(
+        "serve", help="llama-server compatible HTTP server (llama-server's flags)", allow_abbrev=False
+    )
     add_settings_arguments(p_serve)
     p_serve.set_defaults(func=cmd_serve)
 
-    p_gen = sub.add_parser("generate", help="complete one prompt, streamed to the terminal")
+    p_gen = sub.add_parser("generate", help="complete one prompt, streamed to the terminal", allow_abbrev=False)
     add_settings_arguments(p_gen)
     p_gen.add_argument("-p", "--prompt", default="Once upon a time")
     p_gen.set_defaults(func=cmd_generate)

@@ -210,6 +210,9 @@ class ServerSettings(BaseSettings):
         env="LLAMA_ARG_JINJA",
         help="render chat templates with llama.cpp's Jinja engine (else its built-in formats)",
     )
+    reasoning: Literal["on", "off", "auto"] = arg(
+        "auto", "-rea", "--reasoning", help="thinking in chats: on, off, or auto (the template's default)"
+    )
     reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] = arg(
         "deepseek", "--reasoning-format", env="LLAMA_ARG_THINK", help="where reasoning goes in answers"
     )

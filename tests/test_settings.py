@@ -96,3 +96,13 @@ def test_bad_values_name_the_flag():
 def test_every_setting_has_a_flag():
     for name, info in ServerSettings.model_fields.items():
         assert info.json_schema_extra["flags"], name
+
+
+def test_reasoning_is_not_an_abbreviation_of_other_flags():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pyllama_yield", "serve", "--reasoning", "sideways"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode != 0 and "--reasoning" in out.stderr and "ambiguous" not in out.stderr
+    assert parse("-rea", "off").reasoning == "off"

@@ -22,11 +22,17 @@ __all__ = ["Chat", "ChatState", "message_diffs"]
 
 class Chat:
     def __init__(
-        self, model: Model, template: str | None, use_jinja: bool = True, reasoning_format: str = "deepseek"
+        self,
+        model: Model,
+        template: str | None,
+        use_jinja: bool = True,
+        reasoning_format: str = "deepseek",
+        enable_thinking: bool | None = None,
     ) -> None:
         self.templates = ChatTemplates(model, template)
         self.use_jinja = use_jinja
         self.reasoning_format = reasoning_format
+        self.enable_thinking = enable_thinking  # --reasoning on/off; None: the template's default
         self.info = self.templates.info()
 
     def close(self) -> None:
@@ -43,7 +49,7 @@ class Chat:
             raise ValueError("Cannot use custom grammar constraints with tools.")
         schema = body.get("json_schema")
         kwargs = {k: json.dumps(v) for k, v in (body.get("chat_template_kwargs") or {}).items()}
-        enable_thinking = True
+        enable_thinking = True if self.enable_thinking is None else self.enable_thinking
         if kwargs.get("enable_thinking") in ("true", "false"):
             enable_thinking = kwargs["enable_thinking"] == "true"
         elif "enable_thinking" in kwargs:

@@ -69,6 +69,7 @@ class ServerContext(BatchLoop, ClientSide):
         pooling: str | None = None,
         use_jinja: bool = True,
         reasoning_format: str = "deepseek",
+        enable_thinking: bool | None = None,
         context_shift: bool = False,
     ) -> None:
         """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
@@ -117,7 +118,7 @@ class ServerContext(BatchLoop, ClientSide):
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
         # a template or a built-in name; the model's own otherwise (ChatML when it has none)
-        self.chat = Chat(self.model, chat_template, use_jinja, reasoning_format)
+        self.chat = Chat(self.model, chat_template, use_jinja, reasoning_format, enable_thinking)
         self.defaults = defaults or CompletionParams()  # the server's sampling settings
         self._eog_tokens: list[int] | None = None
 
