@@ -96,3 +96,28 @@ def test_caps_on_n_probs_and_n_predict(limited):
     assert r.status_code == 400 and "n_predict" in r.json()["error"]["message"]
     r = httpx.post(f"{limited}/completion", json={"prompt": "x", "n_predict": 2, "n_probs": 5}).json()
     assert len(r["completion_probabilities"][0]["top_logprobs"]) == 5
+
+
+def test_64_concurrent_requests_on_2_slots_are_all_answered(tiny_model_path):
+    proc, base = start_server(tiny_model_path, "--threads", "1", "-np", "2", "-c", "2048", "--max-queue", "16")
+    codes: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(64)
+
+    def client(i: int) -> None:
+        barrier.wait(30)
+        r = httpx.post(f"{base}/completion", json={**long_request(8), "prompt": f"Client {i}"}, timeout=120)
+        with lock:
+            codes.append(r.status_code)
+
+    try:
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(64)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(codes) == 64 and set(codes) <= {200, 503}, codes
+        assert codes.count(200) >= 18  # the two slots and the sixteen waiting places at least
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
