@@ -11,27 +11,33 @@ def prometheus_text(m: dict[str, Any]) -> str:
     prompt_rate = m["prompt_tokens"] / m["prompt_seconds"] if m["prompt_seconds"] else 0.0
     gen_rate = m["predicted_tokens"] / m["predicted_seconds"] if m["predicted_seconds"] else 0.0
     metrics = [
-        ("counter", "prompt_tokens_total", "Number of prompt tokens processed.", m["prompt_tokens"]),
-        ("counter", "prompt_seconds_total", "Prompt process time", m["prompt_seconds"]),
-        ("counter", "tokens_predicted_total", "Number of generation tokens processed.", m["predicted_tokens"]),
-        ("counter", "tokens_predicted_seconds_total", "Predict process time", m["predicted_seconds"]),
+        ("counter", "prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+         m["prompt_tokens"]),
+        ("counter", "prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+         m["prompt_tokens_cached"]),
+        ("counter", "prompt_seconds_total", "Total time spent processing prompts", m["prompt_seconds"]),
+        ("counter", "tokens_predicted_total", "Number of generation tokens processed", m["predicted_tokens"]),
+        ("counter", "tokens_predicted_seconds_total", "Total time spent generating tokens", m["predicted_seconds"]),
         ("counter", "n_decode_total", "Total number of llama_decode() calls", m["n_decode"]),
-        ("counter", "n_draft_tokens_total", "Number of speculative draft tokens", m["draft_tokens"]),
-        ("counter", "n_draft_accepted_total", "Number of accepted speculative draft tokens", m["draft_accepted"]),
+        ("counter", "n_tokens_max", "Largest observed sequence length (prompt + generation)", m["n_tokens_max"]),
+        ("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated",
+         m["draft_tokens"]),
+        ("counter", "spec_decode_num_accepted_tokens_total",
+         "Speculative: Total draft tokens accepted by the target model", m["draft_accepted"]),
+        ("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps",
+         m["draft_steps"]),
         ("counter", "requests_finished_total", "Number of finished requests", m["requests_finished"]),
         ("counter", "requests_failed_total", "Number of failed requests", m["requests_failed"]),
-        ("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s.", prompt_rate),
-        ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s.", gen_rate),
-        (
-            "gauge",
-            "kv_cache_usage_ratio",
-            "KV-cache usage. 1 means 100 percent usage.",
-            m["kv_cells_used"] / m["n_ctx"] if m["n_ctx"] else 0.0,
-        ),
+        ("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s", prompt_rate),
+        ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s", gen_rate),
+        ("gauge", "requests_processing", "Number of requests processing", m["requests_processing"]),
+        ("gauge", "requests_deferred", "Number of requests deferred", m["requests_deferred"]),
+        ("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+         m["n_busy_slots"] / max(m["n_decode"], 1)),
+        ("gauge", "kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.",
+         m["kv_cells_used"] / m["n_ctx"] if m["n_ctx"] else 0.0),
         ("gauge", "kv_cache_tokens", "KV-cache tokens.", m["kv_cells_used"]),
-        ("gauge", "requests_processing", "Number of requests processing.", m["requests_processing"]),
-        ("gauge", "requests_deferred", "Number of requests deferred.", m["requests_deferred"]),
-    ]
+    ]  # fmt: skip
     lines = []
     for kind, name, help_text, value in metrics:
         lines += [f"# HELP llamacpp:{name} {help_text}", f"# TYPE llamacpp:{name} {kind}", f"llamacpp:{name} {value}"]

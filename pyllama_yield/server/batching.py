@@ -118,6 +118,7 @@ class BatchLoop:
             return
         dt = now() - t0
         self.stats.add(
+            n_busy_slots=sum(s.busy for s in self.slots),
             n_decode=1,
             prompt_tokens=sum(chunks.values()),
             prompt_seconds=dt if chunks else 0.0,
@@ -224,7 +225,7 @@ class BatchLoop:
         if drafts:
             s.n_draft_total += len(drafts)
             s.n_draft_accepted += n_accepted
-            self.stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted)
+            self.stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted, draft_steps=1)
 
     def _sample_and_accept(self, s: Slot, idx: int) -> int:
         """Sample from output ``idx`` for slot ``s``, record its probabilities, then stream it and

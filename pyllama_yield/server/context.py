@@ -301,6 +301,7 @@ class ServerContext(BatchLoop, ClientSide):
         slot.prompt_tokens = tokens
         slot.cache_tokens = tokens[:n_keep]
         slot.n_prompt_done = slot.n_prompt_cached = n_keep
+        self.stats.add(prompt_tokens_cached=n_keep)
         slot.generated = []
         slot.text = TextStream(ct.params.stop)
         slot.sampler = sampler

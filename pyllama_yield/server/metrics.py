@@ -30,6 +30,10 @@ class Stats:
             draft_accepted=0,
             requests_finished=0,
             requests_failed=0,
+            prompt_tokens_cached=0,
+            n_busy_slots=0,
+            draft_steps=0,
+            n_tokens_max=0,
         )
         self._snapshot: dict[str, Any] = {}
         self.t_start = time.time()
@@ -56,6 +60,8 @@ class Stats:
             for s in srv.slots
         ]
         with self._lock:
+            longest = max((s["n_cached"] for s in slots), default=0)
+            self._totals["n_tokens_max"] = max(self._totals["n_tokens_max"], longest)
             self._snapshot = {
                 "slots": slots,
                 "n_slots": srv.n_parallel,
