@@ -44,6 +44,14 @@ def _native(results: list[dict[str, Any]]) -> JSONResponse:
     return JSONResponse([{"index": r["index"], "embedding": r["embedding"]} for r in results])
 
 
+def _listing(state: AppState, body: dict[str, Any], done: list[dict[str, Any]], **items: Any) -> JSONResponse:
+    """The OpenAI-style list answer of embeddings and rerank: the items, and the prompt tokens
+    of the finished tasks (``done``)."""
+    n_tokens = sum(r["tokens_evaluated"] for r in done)
+    usage = {"prompt_tokens": n_tokens, "total_tokens": n_tokens}
+    return JSONResponse({"model": body.get("model", state.model_name), "object": "list", "usage": usage, **items})
+
+
 async def embedding(request: Request) -> Response:
     """llama-server's ``/embedding``: ``[{"index", "embedding": [[...]]}, ...]``."""
     _, _, results, _ = await _embed(request, oai=False)
@@ -63,15 +71,7 @@ async def v1_embeddings(request: Request) -> Response:
             item["embedding"] = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
             item["encoding_format"] = "base64"
         data.append(item)
-    n_tokens = sum(r["tokens_evaluated"] for r in results)
-    return JSONResponse(
-        {
-            "model": body.get("model", state.model_name),
-            "object": "list",
-            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
-            "data": data,
-        }
-    )
+    return _listing(state, body, results, data=data)
 
 
 async def rerank(request: Request) -> Response:
@@ -103,12 +103,4 @@ async def rerank(request: Request) -> Response:
         items.append(item)
     if tei:
         return JSONResponse(items)
-    n_tokens = sum(r["tokens_evaluated"] for r in results)
-    return JSONResponse(
-        {
-            "model": body.get("model", state.model_name),
-            "object": "list",
-            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
-            "results": items,
-        }
-    )
+    return _listing(state, body, results, results=items)

@@ -7,7 +7,7 @@ accepted on the OpenAI routes too); this module holds only what differs: the cha
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -36,14 +36,6 @@ class Message(BaseModel):
             raise ValueError("Expected 'content' to be a string or an array")
         return v
 
-    def text(self) -> str:
-        if isinstance(self.content, list):
-            for part in self.content:
-                if part.type not in ("text", "input_text"):
-                    raise ValueError(f"content part type '{part.type}' is not supported by this model (text only)")
-            return "".join(part.text or "" for part in self.content)
-        return self.content or ""
-
 
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -70,9 +62,6 @@ class ChatRequest(BaseModel):
         except ValidationError as exc:
             raise ApiError("; ".join(e["msg"] for e in exc.errors())) from None
 
-    def template_messages(self) -> list[dict[str, str]]:
-        return [{"role": m.role, "content": m.text()} for m in self.messages]
-
 
 # media this server cannot take (no multimodal projector): llama-server's words and status
 _MEDIA = {"image_url": "image", "input_audio": "audio", "input_video": "video", "video_url": "video"}
@@ -90,9 +79,6 @@ def _check_parts(parts: list[Any]) -> None:
             )
         if kind not in ("text", "input_text"):
             raise ApiError("unsupported content[].type")
-
-
-ResponseType = Literal["text", "json_object", "json_schema"]
 
 
 def _stop_list(body: dict[str, Any]) -> None:

@@ -140,7 +140,6 @@ class ServerContext(BatchLoop, ClientSide):
         self._loop_error: BaseException | None = None
         self._running = threading.Event()
         self.stats = Stats(self)
-        self._t_start = self.stats.t_start
         self.stats.publish()
 
     # --- lifecycle --------------------------------------------------------------------------

@@ -28,24 +28,20 @@ def _slot_and_path(srv: ServerContext, task: Task, need_path: bool = True) -> tu
     return slot, path
 
 
+def _send_done(
+    srv: ServerContext, task: Task, slot: Slot, path: Any, t0: float, action: str, counts: dict[str, int]
+) -> None:
+    ms = (time.perf_counter() - t0) * 1e3
+    name = (task.payload or {}).get("name", str(path))  # the name the client gave; the folder stays ours
+    result = {"id_slot": slot.id, "filename": name, **counts, "timings": {f"{action}_ms": ms}}
+    srv.responses.send(Result(task.id, result))
+
+
 def save(srv: ServerContext, task: Task) -> None:
     slot, path = _slot_and_path(srv, task)
     t0 = time.perf_counter()
     n_bytes = srv.ctx.save_seq_state_file(path, slot.id, slot.cache_tokens)
-    ms = (time.perf_counter() - t0) * 1e3
-    name = (task.payload or {}).get("name", str(path))
-    srv.responses.send(
-        Result(
-            task.id,
-            {
-                "id_slot": slot.id,
-                "filename": name,
-                "n_saved": len(slot.cache_tokens),
-                "n_written": n_bytes,
-                "timings": {"save_ms": ms},
-            },
-        )
-    )
+    _send_done(srv, task, slot, path, t0, "save", {"n_saved": len(slot.cache_tokens), "n_written": n_bytes})
 
 
 def restore(srv: ServerContext, task: Task) -> None:
@@ -56,20 +52,8 @@ def restore(srv: ServerContext, task: Task) -> None:
     if srv.draft_ctx is not None:
         srv.draft_ctx.seq_rm(slot.id)
         speculative.prefill(srv, slot, len(slot.cache_tokens))
-    ms = (time.perf_counter() - t0) * 1e3
-    name = (task.payload or {}).get("name", str(path))
-    srv.responses.send(
-        Result(
-            task.id,
-            {
-                "id_slot": slot.id,
-                "filename": name,
-                "n_restored": len(slot.cache_tokens),
-                "n_read": os.path.getsize(path),
-                "timings": {"restore_ms": ms},
-            },
-        )
-    )
+    counts = {"n_restored": len(slot.cache_tokens), "n_read": os.path.getsize(path)}
+    _send_done(srv, task, slot, path, t0, "restore", counts)
 
 
 def erase(srv: ServerContext, task: Task) -> None:
