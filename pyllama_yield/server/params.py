@@ -251,6 +251,53 @@ def _json_bias(bias: float) -> float | None:
     return None if math.isinf(bias) else bias  # JSON has no infinity: null (as llama.cpp writes it)
 
 
+# request field → its common_params_sampling name, for the sampler fields passed on as they are
+SAMPLING_FIELDS = {
+    "seed": "seed",
+    "n_probs": "n_probs",
+    "min_keep": "min_keep",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "min_p": "min_p",
+    "top_n_sigma": "top_n_sigma",
+    "xtc_probability": "xtc_probability",
+    "xtc_threshold": "xtc_threshold",
+    "typical_p": "typ_p",
+    "temperature": "temp",
+    "dynatemp_range": "dynatemp_range",
+    "dynatemp_exponent": "dynatemp_exponent",
+    "repeat_last_n": "penalty_last_n",
+    "repeat_penalty": "penalty_repeat",
+    "frequency_penalty": "penalty_freq",
+    "presence_penalty": "penalty_present",
+    "dry_multiplier": "dry_multiplier",
+    "dry_allowed_length": "dry_allowed_length",
+    "dry_penalty_last_n": "dry_penalty_last_n",
+    "dry_sequence_breakers": "dry_sequence_breakers",
+    "mirostat": "mirostat",
+    "mirostat_tau": "mirostat_tau",
+    "mirostat_eta": "mirostat_eta",
+    "adaptive_target": "adaptive_target",
+    "adaptive_decay": "adaptive_decay",
+    "ignore_eos": "ignore_eos",
+    "grammar_lazy": "grammar_lazy",
+}
+GRAMMAR_USER, GRAMMAR_OUTPUT_FORMAT, GRAMMAR_TOOL_CALLS = 1, 2, 3  # common_grammar_type
+
+
+def _grammar(p: CompletionParams, schema_to_grammar: Callable[[Any], str]) -> tuple[str, int]:
+    """The request's grammar and its kind: ``grammar`` as given, else ``json_schema`` converted."""
+    if p.json_schema is not None and "grammar" not in p.model_fields_set:
+        schema = p.json_schema
+        if schema == {}:
+            schema = {"type": "object"}  # an empty schema means any object
+        try:
+            return schema_to_grammar(schema), GRAMMAR_OUTPUT_FORMAT
+        except ValueError as exc:
+            raise ValueError(f'"json_schema": {exc}') from exc
+    return p.grammar or "", GRAMMAR_TOOL_CALLS if p.grammar_type == "tool_calls" else GRAMMAR_USER
+
+
 def resolve(
     p: CompletionParams,
     tok: Tokenizer,
@@ -267,63 +314,23 @@ def resolve(
     bias = _logit_bias(p.logit_bias, tok)
     if p.ignore_eos:
         bias += [(t, -math.inf) for t in tok.eog_tokens]
-    grammar = p.grammar or ""
-    grammar_type = 1  # COMMON_GRAMMAR_TYPE_USER
-    if p.json_schema is not None and "grammar" not in p.model_fields_set:
-        schema = p.json_schema
-        if schema == {}:
-            schema = {"type": "object"}  # an empty schema means any object
-        try:
-            grammar = schema_to_grammar(schema)
-        except ValueError as exc:
-            raise ValueError(f'"json_schema": {exc}') from exc
-        grammar_type = 2  # COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT
-    elif p.grammar_type == "tool_calls":
-        grammar_type = 3
+    grammar, grammar_type = _grammar(p, schema_to_grammar)
     preserved, triggers = _lazy_grammar(p, tok)
     if p.grammar_lazy and grammar and not triggers:
         raise ValueError("Error: no triggers set for lazy grammar!")
-    sampling: dict[str, Any] = {
-        "seed": p.seed,
-        "n_probs": p.n_probs,
-        "min_keep": p.min_keep,
-        "top_k": p.top_k,
-        "top_p": p.top_p,
-        "min_p": p.min_p,
-        "top_n_sigma": p.top_n_sigma,
-        "xtc_probability": p.xtc_probability,
-        "xtc_threshold": p.xtc_threshold,
-        "typ_p": p.typical_p,
-        "temp": p.temperature,
-        "dynatemp_range": p.dynatemp_range,
-        "dynatemp_exponent": p.dynatemp_exponent,
-        "penalty_last_n": p.repeat_last_n,
-        "penalty_repeat": p.repeat_penalty,
-        "penalty_freq": p.frequency_penalty,
-        "penalty_present": p.presence_penalty,
-        "dry_multiplier": p.dry_multiplier,
-        "dry_base": p.dry_base if p.dry_base >= 1.0 else 1.75,
-        "dry_allowed_length": p.dry_allowed_length,
-        "dry_penalty_last_n": p.dry_penalty_last_n,
-        "dry_sequence_breakers": p.dry_sequence_breakers,
-        "mirostat": p.mirostat,
-        "mirostat_tau": p.mirostat_tau,
-        "mirostat_eta": p.mirostat_eta,
-        "adaptive_target": p.adaptive_target,
-        "adaptive_decay": p.adaptive_decay,
-        "ignore_eos": p.ignore_eos,
-        "logit_bias": [[t, _json_bias(b)] for t, b in bias],
-        "grammar": grammar,
-        "grammar_type": grammar_type,
-        "grammar_lazy": p.grammar_lazy,
-        "grammar_triggers": triggers,
-        "preserved_tokens": preserved,
-    }
+    sampling: dict[str, Any] = {cxx: getattr(p, name) for name, cxx in SAMPLING_FIELDS.items()}
+    sampling.update(
+        dry_base=p.dry_base if p.dry_base >= 1.0 else 1.75,  # below 1: llama-server's default
+        logit_bias=[[t, _json_bias(b)] for t, b in bias],
+        grammar=grammar,
+        grammar_type=grammar_type,
+        grammar_triggers=triggers,
+        preserved_tokens=preserved,
+    )
     if p.samplers is not None:
         sampling["samplers"] = _sampler_names(p.samplers)
     if p.generation_prompt is not None:
         sampling["generation_prompt"] = p.generation_prompt
-    settings = _generation_settings(p, sampling, stop, bias)
     return TaskParams(
         n_predict=p.n_predict,
         stream=p.stream,
@@ -344,7 +351,7 @@ def resolve(
         t_max_predict_ms=p.t_max_predict_ms,
         response_fields=p.response_fields,
         sampling=sampling,
-        settings=settings,
+        settings=_generation_settings(p, sampling, stop, bias),
     )
 
 
@@ -386,43 +393,16 @@ def _generation_settings(
 ) -> dict[str, Any]:
     """``generation_settings`` as llama-server reports it (its names, not llama.cpp's)."""
     return {
-        "seed": p.seed,
-        "temperature": p.temperature,
-        "dynatemp_range": p.dynatemp_range,
-        "dynatemp_exponent": p.dynatemp_exponent,
-        "top_k": p.top_k,
-        "top_p": p.top_p,
-        "min_p": p.min_p,
-        "top_n_sigma": p.top_n_sigma,
-        "xtc_probability": p.xtc_probability,
-        "xtc_threshold": p.xtc_threshold,
-        "typical_p": p.typical_p,
-        "repeat_last_n": p.repeat_last_n,
-        "repeat_penalty": p.repeat_penalty,
-        "presence_penalty": p.presence_penalty,
-        "frequency_penalty": p.frequency_penalty,
-        "dry_multiplier": p.dry_multiplier,
+        **{name: getattr(p, name) for name in SAMPLING_FIELDS},
         "dry_base": sampling["dry_base"],
-        "dry_allowed_length": p.dry_allowed_length,
-        "dry_penalty_last_n": p.dry_penalty_last_n,
-        "dry_sequence_breakers": p.dry_sequence_breakers,
-        "mirostat": p.mirostat,
-        "mirostat_tau": p.mirostat_tau,
-        "mirostat_eta": p.mirostat_eta,
-        "adaptive_target": p.adaptive_target,
-        "adaptive_decay": p.adaptive_decay,
         "stop": stop,
         "max_tokens": p.n_predict,
         "n_predict": p.n_predict,
         "n_keep": p.n_keep,
         "n_discard": p.n_discard,
-        "ignore_eos": p.ignore_eos,
         "stream": p.stream,
         "logit_bias": [{"bias": _json_bias(b), "token": t} for t, b in bias],
-        "n_probs": p.n_probs,
-        "min_keep": p.min_keep,
         "grammar": sampling["grammar"],
-        "grammar_lazy": p.grammar_lazy,
         "grammar_triggers": p.grammar_triggers,
         "preserved_tokens": [],
         "chat_format": "Content-only",
