@@ -87,26 +87,22 @@ class ServerContext(BatchLoop, ClientSide):
         self.n_predict_max = n_predict_max  # caps on what one request may ask for
         self.n_probs_max = n_probs_max
         self.embedding = embedding  # an embeddings server: no completions (as llama-server)
-        if embedding:
-            n_batch = min(n_batch, n_ubatch)  # a pooled prompt must fit one ubatch: make batches that size
-            # with one KV stream per sequence, llama.cpp splits a batch of several sequences into
-            # equal-length ubatches, which cuts a prompt (and its pooling) in parts: share one stream
-            kv_unified = True
-        ctx_args: dict[str, Any] = dict(
+        self._pooling = pooling  # asked for; None: the model's own
+        self._ctx_args = _context_args(
             n_ctx=n_ctx,
+            n_parallel=n_parallel,
+            kv_unified=kv_unified,
             n_batch=n_batch,
-            n_ubatch=min(n_batch, n_ubatch),
-            n_seq_max=n_parallel,
+            n_ubatch=n_ubatch,
             n_threads=n_threads,
             n_threads_batch=n_threads_batch,
             flash_attn=flash_attn,
             type_k=cache_type_k,
             type_v=cache_type_v,
-            kv_unified=kv_unified,
             swa_full=swa_full,
+            embedding=embedding,
         )
-        self._ctx_args = {**ctx_args, "embeddings": embedding, "pooling": pooling}  # to recreate it after a sleep
-        self.ctx = Context(self.model, **self._ctx_args)
+        self.ctx = self._new_context()
         self.n_ctx_slot = min(self.ctx.n_ctx_seq, self.model.n_ctx_train)
         self.n_batch = self.ctx.n_batch
         self.n_ctx_total = self.ctx.n_ctx
@@ -114,7 +110,7 @@ class ServerContext(BatchLoop, ClientSide):
         if context_shift and (not self.ctx.can_shift or draft_model_path is not None):
             raise ValueError("context shift is not supported by this model's cache, or with a draft model")
         self.context_shift = context_shift
-        self.n_ubatch = min(n_ubatch, self.n_batch)
+        self.n_ubatch = min(self._ctx_args["n_ubatch"], self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
         # a template or a built-in name; the model's own otherwise (ChatML when it has none)
@@ -126,7 +122,7 @@ class ServerContext(BatchLoop, ClientSide):
         self.draft_ctx: Context | None = None
         self.n_draft = 0
         if draft_model_path is not None:
-            speculative.load_draft(self, draft_model_path, n_gpu_layers, ctx_args, n_draft, n_draft_min)
+            speculative.load_draft(self, draft_model_path, n_gpu_layers, self._ctx_args, n_draft, n_draft_min)
         self.info = self.describe(model_path)
         self.slots = [Slot(i) for i in range(n_parallel)]
         self.queue = ServerQueue()
@@ -199,6 +195,9 @@ class ServerContext(BatchLoop, ClientSide):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _new_context(self) -> Context:
+        return Context(self.model, **self._ctx_args, embeddings=self.embedding, pooling=self._pooling)
+
     def _on_sleeping(self, sleeping: bool) -> None:
         """Idle for ``idle_sleep_ms``: free the context (KV cache, compute buffers) and get it back
         on the next request. The model stays loaded: callers tokenize with its vocab any time."""
@@ -209,9 +208,9 @@ class ServerContext(BatchLoop, ClientSide):
             for slot in self.slots:
                 slot.cache_tokens = []
         else:
-            self.ctx = Context(self.model, **self._ctx_args)
+            self.ctx = self._new_context()
             if self.draft_model is not None:
-                self.draft_ctx = Context(self.draft_model, **{**self._ctx_args, "embeddings": False, "pooling": None})
+                self.draft_ctx = Context(self.draft_model, **self._ctx_args)
         self.stats.publish()
 
     # --- tasks (loop thread, or the worker while yielding) -----------------------------------
@@ -338,3 +337,15 @@ class ServerContext(BatchLoop, ClientSide):
         TaskType.SLOT_RESTORE: slot_files.restore,
         TaskType.SLOT_ERASE: slot_files.erase,
     }
+
+
+def _context_args(
+    *, n_parallel: int, n_batch: int, n_ubatch: int, kv_unified: bool, embedding: bool, **rest: Any
+) -> dict[str, Any]:
+    """The llama.cpp context parameters shared by the target and the draft model."""
+    if embedding:
+        n_batch = min(n_batch, n_ubatch)  # a pooled prompt must fit one ubatch: make batches that size
+        # with one KV stream per sequence, llama.cpp splits a batch of several sequences into
+        # equal-length ubatches, which cuts a prompt (and its pooling) in parts: share one stream
+        kv_unified = True
+    return dict(n_batch=n_batch, n_ubatch=min(n_batch, n_ubatch), n_seq_max=n_parallel, kv_unified=kv_unified, **rest)
