@@ -8,6 +8,7 @@ honour yet is still declared, so that using it is an error that names it, never 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -326,7 +327,5 @@ class ServerSettings(BaseSettings):
         if self.grammar:
             fields["grammar"] = self.grammar
         if self.json_schema:
-            import json
-
             fields["json_schema"] = json.loads(self.json_schema)
         return CompletionParams.model_validate(fields)

@@ -38,6 +38,16 @@ class Chat:
     def close(self) -> None:
         self.templates.close()
 
+    def _enable_thinking(self, body: dict[str, Any], kwargs: dict[str, str]) -> bool:
+        """--reasoning, overridden by ``chat_template_kwargs.enable_thinking`` or
+        ``reasoning_effort: none``."""
+        enable = True if self.enable_thinking is None else self.enable_thinking
+        if kwargs.get("enable_thinking") in ("true", "false"):
+            enable = kwargs["enable_thinking"] == "true"
+        elif "enable_thinking" in kwargs:
+            raise ValueError('invalid type for "enable_thinking" (expected boolean, got string)')
+        return False if body.get("reasoning_effort") == "none" else enable
+
     def render(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """A chat request → (llama-server fields for the completion, output-parser params)."""
         tools = body.get("tools")
@@ -49,13 +59,6 @@ class Chat:
             raise ValueError("Cannot use custom grammar constraints with tools.")
         schema = body.get("json_schema")
         kwargs = {k: json.dumps(v) for k, v in (body.get("chat_template_kwargs") or {}).items()}
-        enable_thinking = True if self.enable_thinking is None else self.enable_thinking
-        if kwargs.get("enable_thinking") in ("true", "false"):
-            enable_thinking = kwargs["enable_thinking"] == "true"
-        elif "enable_thinking" in kwargs:
-            raise ValueError('invalid type for "enable_thinking" (expected boolean, got string)')
-        if body.get("reasoning_effort") == "none":
-            enable_thinking = False
         reasoning_format = body.get("reasoning_format", self.reasoning_format)
         inputs = {
             "messages": body["messages"],
@@ -69,21 +72,10 @@ class Chat:
             ),
             "add_generation_prompt": bool(body.get("add_generation_prompt", True)),
             "reasoning_format": reasoning_format,
-            "enable_thinking": enable_thinking,
+            "enable_thinking": self._enable_thinking(body, kwargs),
             "chat_template_kwargs": kwargs,
         }
-        roles = [m.get("role") if isinstance(m, dict) else None for m in body["messages"]]
-        continuing = bool(body.get("continue_final_message"))
-        if continuing:
-            inputs["continue_final_message"] = body["continue_final_message"]
-        elif roles and roles[-1] == "assistant":
-            # assistant prefill: the answer continues the last assistant message
-            if roles[-2:] == ["assistant", "assistant"]:
-                raise ValueError("Cannot have 2 or more assistant messages at the end of the list.")
-            inputs["continue_final_message"] = True
-            inputs["add_generation_prompt"] = False
-        if continuing and body.get("add_generation_prompt", True):
-            raise ValueError("Cannot set both add_generation_prompt and continue_final_message to true.")
+        _continuation(body, inputs)
         p = self.templates.apply(inputs)
         fields: dict[str, Any] = {
             "prompt": p["prompt"],
@@ -106,6 +98,22 @@ class Chat:
             "is_continuation": bool(inputs.get("continue_final_message")),
         }
         return fields, parse
+
+
+def _continuation(body: dict[str, Any], inputs: dict[str, Any]) -> None:
+    """``continue_final_message``, or llama-server's assistant prefill: a chat ending with an
+    assistant message continues it instead of opening a new one."""
+    roles = [m.get("role") if isinstance(m, dict) else None for m in body["messages"]]
+    continuing = bool(body.get("continue_final_message"))
+    if continuing:
+        inputs["continue_final_message"] = body["continue_final_message"]
+    elif roles and roles[-1] == "assistant":
+        if roles[-2:] == ["assistant", "assistant"]:
+            raise ValueError("Cannot have 2 or more assistant messages at the end of the list.")
+        inputs["continue_final_message"] = True
+        inputs["add_generation_prompt"] = False
+    if continuing and body.get("add_generation_prompt", True):
+        raise ValueError("Cannot set both add_generation_prompt and continue_final_message to true.")
 
 
 def _tool_call_id() -> str:
