@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from ..server.params import schema_or_any_object
 from .errors import ApiError
 
 __all__ = ["ChatRequest", "chat_to_llama", "completion_to_llama"]
@@ -120,10 +121,8 @@ def chat_to_llama(body: dict[str, Any]) -> dict[str, Any]:
             schema = wrapper.get("schema", {}) if isinstance(wrapper, dict) else {}
         elif kind not in ("", "text"):
             raise ApiError(f'response_format type must be one of "text" or "json_object", but got: {kind}')
-    if schema == {}:
-        schema = {"type": "object"}  # an empty schema means any object
     if schema is not None:
-        body["json_schema"] = schema
+        body["json_schema"] = schema_or_any_object(schema)  # before the template builds its grammar
     logprobs = body.pop("logprobs", None)
     top = body.pop("top_logprobs", None)
     if logprobs is True:

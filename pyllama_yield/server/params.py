@@ -285,14 +285,16 @@ SAMPLING_FIELDS = {
 GRAMMAR_USER, GRAMMAR_OUTPUT_FORMAT, GRAMMAR_TOOL_CALLS = 1, 2, 3  # common_grammar_type
 
 
+def schema_or_any_object(schema: Any) -> Any:
+    """llama-server reads an empty JSON schema as "any object"."""
+    return {"type": "object"} if schema == {} else schema
+
+
 def _grammar(p: CompletionParams, schema_to_grammar: Callable[[Any], str]) -> tuple[str, int]:
     """The request's grammar and its kind: ``grammar`` as given, else ``json_schema`` converted."""
     if p.json_schema is not None and "grammar" not in p.model_fields_set:
-        schema = p.json_schema
-        if schema == {}:
-            schema = {"type": "object"}  # an empty schema means any object
         try:
-            return schema_to_grammar(schema), GRAMMAR_OUTPUT_FORMAT
+            return schema_to_grammar(schema_or_any_object(p.json_schema)), GRAMMAR_OUTPUT_FORMAT
         except ValueError as exc:
             raise ValueError(f'"json_schema": {exc}') from exc
     return p.grammar or "", GRAMMAR_TOOL_CALLS if p.grammar_type == "tool_calls" else GRAMMAR_USER
