@@ -8,6 +8,7 @@ Python threads run while ggml computes.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import threading
@@ -504,6 +505,42 @@ def _ggml_type(name: str) -> int:
     return value
 
 
+def _attach_threadpools(ctx: Any, n_threads: int, n_threads_batch: int, poll: int) -> tuple[Any, ...]:
+    """Give the context persistent CPU thread pools, as llama-server does (common_threadpools).
+
+    Without them ggml starts and joins its threads for every graph, i.e. every decode; a pool's
+    threads stay and poll briefly (``poll`` 0-100) for the next graph. The generation pool starts
+    paused when prompts get a pool of their own."""
+    if not 0 <= poll <= 100:
+        raise ValueError(f"poll must be within 0..100, got {poll}")
+    params = lib.ggml_threadpool_params_default(n_threads)
+    params.poll = poll
+    batch_params = lib.ggml_threadpool_params_default(n_threads_batch)
+    batch_params.poll = poll
+    pools: list[Any] = []
+    batch_pool = ffi.NULL
+    if not lib.ggml_threadpool_params_match(ffi.addressof(params), ffi.addressof(batch_params)):
+        batch_pool = lib.ggml_threadpool_new(ffi.addressof(batch_params))
+        if batch_pool == ffi.NULL:
+            return ()  # ggml falls back to threads per graph
+        pools.append(batch_pool)
+        params.paused = True
+    pool = lib.ggml_threadpool_new(ffi.addressof(params))
+    if pool == ffi.NULL:
+        for p in pools:
+            lib.ggml_threadpool_free(p)
+        return ()
+    pools.append(pool)
+    lib.llama_attach_threadpool(ctx, pool, batch_pool)
+    return tuple(pools)
+
+
+def _free_context(ctx: Any, pools: tuple[Any, ...]) -> None:
+    lib.llama_free(ctx)  # first: the context may still hold the pools
+    for pool in pools:
+        lib.ggml_threadpool_free(pool)
+
+
 class Context(_Owner):
     """A ``llama_context``: KV cache, decode, logits. Keeps its model alive."""
 
@@ -526,6 +563,7 @@ class Context(_Owner):
         pooling: str | None = None,
         kv_unified: bool | None = None,
         swa_full: bool = False,
+        poll: int = 50,
     ) -> None:
         for name, value in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_ubatch", n_ubatch)):
             if value < 0:
@@ -563,7 +601,8 @@ class Context(_Owner):
         ptr = lib.llama_init_from_model(model.ptr, params)
         if ptr == ffi.NULL:
             raise LlamaError(_with_cause(f"llama.cpp could not create a context for {model.path}"))
-        super().__init__(ptr, lib.llama_free)
+        pools = _attach_threadpools(ptr, params.n_threads, params.n_threads_batch, poll)
+        super().__init__(ptr, functools.partial(_free_context, pools=pools))
         self.model = model  # keeps the model alive as long as the context
         self.n_vocab = model.n_vocab
         self._mem = lib.llama_get_memory(ptr)

@@ -377,6 +377,9 @@ class ServerResponse:
         self._running = True
         self._waiting: set[int] = set()
         self._results: list[Result] = []
+        # id -> wake(): called on the sender's thread when a result for the id comes, when the id
+        # is withdrawn, or at terminate. For readers that must not block a thread (an event loop).
+        self._listeners: dict[int, Callable[[], None]] = {}
 
     def add_waiting_task_id(self, id_task: int) -> None:
         self.add_waiting_task_ids([id_task])
@@ -395,6 +398,27 @@ class ServerResponse:
             self._waiting -= ids
             self._results = [r for r in self._results if r.id not in ids]
             self._cond.notify_all()  # a reader blocked on these ids must not wait for nothing
+            wakes = {self._listeners.pop(i) for i in ids if i in self._listeners}
+        for wake in wakes:
+            wake()
+
+    def listen(self, ids: Iterable[int], wake: Callable[[], None]) -> None:
+        """Call ``wake()`` whenever a result for one of ``ids`` arrives (on the sending thread, so
+        it must be quick and must not call back into this queue), and once more when the ids are
+        withdrawn or the queue terminates. Pair it with :meth:`take_all`."""
+        with self._cond:
+            for i in ids:
+                self._listeners[i] = wake
+
+    def take_all(self, ids: Iterable[int]) -> list[Result]:
+        """Every result waiting for ``ids``, in arrival order, without blocking."""
+        wanted = set(ids)
+        with self._cond:
+            self._check_running()
+            taken = [r for r in self._results if r.id in wanted]
+            if taken:
+                self._results = [r for r in self._results if r.id not in wanted]
+            return taken
 
     def _take(self, ids: set[int]) -> Result | None:
         for i, r in enumerate(self._results):
@@ -437,9 +461,14 @@ class ServerResponse:
     def send(self, result: Result) -> None:
         """Deliver to the waiter of ``result.id``; dropped when nobody waits for it."""
         with self._cond:
-            if result.id in self._waiting:
-                self._results.append(result)
+            if result.id not in self._waiting:
+                return
+            self._results.append(result)
+            wake = self._listeners.get(result.id)
+            if wake is None:
                 self._cond.notify_all()
+        if wake is not None:  # a listening reader: no blocked thread to wake
+            wake()
 
     def broadcast(self, result: Result) -> None:
         """A copy of ``result`` to every waiting id."""
@@ -449,12 +478,19 @@ class ServerResponse:
                     Result(id=id_task, payload=result.payload, is_error=result.is_error, is_final=result.is_final)
                 )
             self._cond.notify_all()
+            wakes = set(self._listeners.values())
+        for wake in wakes:
+            wake()
 
     def terminate(self) -> None:
         """Wake every waiter with :class:`QueueError`."""
         with self._cond:
             self._running = False
             self._cond.notify_all()
+            wakes = set(self._listeners.values())
+            self._listeners.clear()
+        for wake in wakes:
+            wake()
 
 
 @dataclass
@@ -516,18 +552,21 @@ class ResponseReader:
                 continue
             return self._account(result)
 
-    def next_available(self, should_stop: Callable[[], bool] = lambda: False) -> list[Result]:
-        """Like :meth:`next`, plus every further result that is already waiting (for streaming:
-        one wake-up per burst instead of one per token). Empty when ``should_stop()`` said so."""
-        first = self.next(should_stop)
-        if first is None:
+    def listen(self, wake: Callable[[], None]) -> None:
+        """Have ``wake()`` called when a result for this reader comes (or it is stopped, or the
+        queue terminates), instead of blocking a thread in :meth:`next`; then :meth:`take_available`."""
+        self.responses.listen(self.ids, wake)
+
+    def take_available(self) -> list[Result]:
+        """The results that have come, without blocking (accounted as :meth:`next` does: an error
+        is the last one and stops the reader). Raises QueueError when the queue has terminated."""
+        if self.stopped:
             return []
-        results = [first]
-        while self.has_next() and not results[-1].is_error:
-            more = self.responses.recv_with_timeout(set(self.ids) - self._finished, 0)
-            if more is None:
+        results = []
+        for result in self.responses.take_all(set(self.ids) - self._finished):
+            results.append(self._account(result))
+            if result.is_error:
                 break
-            results.append(self._account(more))
         return results
 
     def _account(self, result: Result) -> Result:

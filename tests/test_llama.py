@@ -364,3 +364,22 @@ def test_grammar_constrains_sampling(ctx, tiny_model):
         pos += 1
         ctx.decode(b)
     assert text.decode().strip() in ("yes", "no")
+
+
+def test_thread_pools_give_the_same_tokens_and_are_freed(tiny_model):
+    """Contexts own persistent ggml thread pools (one, or two when prompts get other threads than
+    generation); the tokens match a single-threaded context, and 200 create/free cycles leave no
+    threads behind."""
+    prompt = tiny_model.vocab.tokenize("Once upon a time")
+    with Context(tiny_model, n_ctx=256, n_threads=1) as one:
+        want, _ = greedy(one, prompt, 8)
+    with Context(tiny_model, n_ctx=256, n_threads=2, n_threads_batch=1) as split:
+        assert greedy(split, prompt, 8)[0] == want
+    with pytest.raises(ValueError, match="poll"):
+        Context(tiny_model, n_ctx=256, poll=101)
+    tasks = Path("/proc/self/task")  # the OS threads, ggml's included
+    count = lambda: len(list(tasks.iterdir())) if tasks.exists() else threading.active_count()  # noqa: E731
+    before = count()
+    for _ in range(200):
+        Context(tiny_model, n_ctx=64, n_batch=16, n_threads=2, n_threads_batch=1).close()
+    assert count() == before

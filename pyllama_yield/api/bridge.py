@@ -57,6 +57,52 @@ class DisconnectWatch:
             self._task.cancel()
 
 
+class AsyncReader:
+    """A :class:`ResponseReader` read on the event loop with no thread waiting: the result queue
+    wakes it from the sending thread (one ``call_soon_threadsafe`` per result), so a token costs
+    one thread hop, not two, and a result wakes only the request it belongs to."""
+
+    def __init__(
+        self, reader: ResponseReader, poll_interval_s: float, on_stop: Callable[[], None] = lambda: None
+    ) -> None:
+        self.reader = reader
+        self.poll_interval_s = poll_interval_s
+        self._on_stop = on_stop
+        self._event = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._event.set)
+
+        reader.listen(wake)
+
+    def __enter__(self) -> AsyncReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop reading and cancel what has not finished (see :meth:`ResponseReader.stop`)."""
+        if not self.reader.stopped:
+            self._on_stop()
+        self.reader.stop()
+
+    async def next_batch(self, should_stop: Callable[[], bool] = lambda: False) -> list[Result]:
+        """Every result that has come (at least one). Empty when the reader was stopped or
+        ``should_stop()`` said so (asked every poll interval)."""
+        while True:
+            self._event.clear()  # before looking: a result sent after the look sets it again
+            batch = self.reader.take_available()
+            if batch or self.reader.stopped or should_stop():
+                return batch
+            try:
+                await asyncio.wait_for(self._event.wait(), self.poll_interval_s)
+            except asyncio.TimeoutError:
+                pass
+
+
 class Bridge:
     """Blocking work (tokenizing, waiting for results) runs on threads this bridge owns: a wait
     ends when its reader is stopped or the server stops, and :meth:`close` joins them all, so no
@@ -85,9 +131,6 @@ class Bridge:
         """Join every bridge thread; call after the server context stopped (which wakes waiters)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    async def _next(self, reader: ResponseReader, should_stop: Callable[[], bool]) -> Result | None:
-        return await self.run(reader.next, should_stop)
-
     async def call(self, task_type: TaskType, payload: Any = None) -> Result:
         """One task, one result (metrics, slot save/restore)."""
         res = await self.try_call(task_type, payload, lambda: False)
@@ -96,14 +139,15 @@ class Bridge:
 
     async def try_call(self, task_type: TaskType, payload: Any, should_stop: Callable[[], bool]) -> Result | None:
         """Like :meth:`call`; None when ``should_stop()`` said so before the result came."""
-        with ResponseReader(self.srv.queue, self.srv.responses, self.poll_interval_s) as reader:
-            reader.post_task(Task(task_type, payload=payload))
-            res = await self._next(reader, should_stop)
-        if res is None:
+        reader = ResponseReader(self.srv.queue, self.srv.responses, self.poll_interval_s)
+        reader.post_task(Task(task_type, payload=payload))
+        with AsyncReader(reader, self.poll_interval_s) as results:
+            batch = await results.next_batch(should_stop)
+        if not batch:
             return None
-        if res.is_error:
-            raise result_error(res)
-        return res
+        if batch[0].is_error:
+            raise result_error(batch[0])
+        return batch[0]
 
     async def make_tasks(
         self, data: dict[str, Any], prompt: Any = None, params: CompletionParams | None = None
@@ -124,7 +168,7 @@ class Bridge:
         except ValueError as exc:
             raise ApiError(str(exc)) from None
 
-    def submit(self, tasks: list[Any]) -> ResponseReader:
+    def submit(self, tasks: list[Any]) -> AsyncReader:
         """Post the tasks, if the queue has room for them (else a 503 with Retry-After)."""
         if self.in_flight + len(tasks) > self.max_in_flight:
             raise ApiError(
@@ -135,15 +179,11 @@ class Bridge:
             )
         reader = self.srv.submit(tasks, self.poll_interval_s)
         self.in_flight += len(tasks)
-        stop = reader.stop
 
-        def stop_and_release() -> None:
-            if not reader.stopped:
-                self.in_flight -= len(tasks)
-            stop()
+        def release() -> None:
+            self.in_flight -= len(tasks)
 
-        reader.stop = stop_and_release  # type: ignore[method-assign]
-        return reader
+        return AsyncReader(reader, self.poll_interval_s, on_stop=release)
 
     def _timeout_error(self) -> ApiError:
         return ApiError(f"the request took longer than {self.timeout_s:g} s (--timeout)", 503, "unavailable_error")
@@ -158,15 +198,16 @@ class Bridge:
         expired = self._deadline()
         with DisconnectWatch(request) as watch, self.submit(tasks) as reader:
             while len(finals) < len(tasks):
-                res = await self._next(reader, lambda: watch.event.is_set() or expired())
-                if res is None and expired():
+                batch = await reader.next_batch(lambda: watch.event.is_set() or expired())
+                if not batch and expired():
                     raise self._timeout_error()
-                if res is None:  # the client left
+                if not batch:  # the client left
                     raise ApiError("client disconnected", 499)
-                if res.is_error:
-                    raise result_error(res)
-                if res.is_final:
-                    finals[res.id] = res.payload
+                for res in batch:
+                    if res.is_error:
+                        raise result_error(res)
+                    if res.is_final:
+                        finals[res.id] = res.payload
         return sorted(finals.values(), key=lambda p: p["index"])
 
     async def stream(
@@ -183,15 +224,15 @@ class Bridge:
         HTTP error, not an event stream."""
         expired = self._deadline()
         reader = self.submit(tasks)
-        first = await self._next(reader, expired)
-        if first is None or first.is_error:
+        first = await reader.next_batch(expired)
+        if not first or first[0].is_error:
             reader.stop()
-            if first is None:
+            if not first:
                 raise self._timeout_error()
-            raise result_error(first)
+            raise result_error(first[0])
 
         async def events() -> AsyncIterator[str]:
-            batch, n_final = [first], 0
+            batch, n_final = first, 0
             try:
                 while True:
                     out = []
@@ -208,8 +249,7 @@ class Bridge:
                     if expired():
                         yield sse({"error": error_json(self._timeout_error())})
                         return
-                    # one thread hop per burst: every result already waiting comes along
-                    batch = await self.run(reader.next_available, expired)
+                    batch = await reader.next_batch(expired)  # every result already waiting: one write
                     if not batch and not expired():
                         return  # the reader was stopped: nothing more will come
             finally:

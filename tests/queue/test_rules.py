@@ -570,14 +570,50 @@ def test_reader_wait_for_all_and_errors():
     d.stop()
 
 
-def test_reader_next_available_takes_every_waiting_result_at_once():
+def test_reader_take_available_takes_every_waiting_result_at_once():
     q = ServerQueue()
     responses = ServerResponse()
     reader = ResponseReader(q, responses, poll_interval_s=0.01)
     (tid,) = reader.post_tasks([Task(C)])
+    assert reader.take_available() == []  # never blocks
     for i in range(3):
         responses.send(Result(tid, i, is_final=False))
     responses.send(Result(tid, "done"))
-    got = reader.next_available()
+    got = reader.take_available()
     assert [r.payload for r in got] == [0, 1, 2, "done"] and not reader.has_next()
-    assert reader.next_available(should_stop=lambda: True) == []
+    assert reader.take_available() == []
+
+
+def test_reader_take_available_ends_at_an_error_and_cancels_the_rest():
+    q = ServerQueue()
+    responses = ServerResponse()
+    reader = ResponseReader(q, responses)
+    a, b = reader.post_tasks([Task(C), Task(C)])
+    responses.send(Result(a, "bad", is_error=True))
+    responses.send(Result(b, "late", is_final=False))
+    got = reader.take_available()
+    assert [r.payload for r in got] == ["bad"] and reader.stopped
+    assert any(t.type is TaskType.CANCEL and t.id_target == b for t in q._tasks)
+
+
+def test_listener_is_woken_per_result_and_at_stop_and_terminate():
+    q = ServerQueue()
+    responses = ServerResponse()
+    woken = []
+    reader = ResponseReader(q, responses)
+    (tid,) = reader.post_tasks([Task(C)])
+    other = ResponseReader(q, responses)
+    (oid,) = other.post_tasks([Task(C)])
+    reader.listen(lambda: woken.append("r"))
+    responses.send(Result(oid, "not mine", is_final=False))
+    responses.send(Result(tid, 1, is_final=False))
+    assert woken == ["r"]  # only the reader a result belongs to
+    reader.stop()
+    assert woken == ["r", "r"]  # a stopped reader must not sleep on
+    responses.send(Result(tid, 2))
+    assert woken == ["r", "r"]  # withdrawn ids: nothing delivered, nobody woken
+    other.listen(lambda: woken.append("o"))
+    responses.terminate()
+    assert woken[-1] == "o"
+    with pytest.raises(QueueError):
+        other.take_available()
