@@ -116,6 +116,7 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         reasoning_format=settings.reasoning_format,
         enable_thinking={"on": True, "off": False}.get(settings.reasoning),
         pooling="rank" if settings.reranking else settings.pooling,
+        lora=settings.lora_adapters,
         progress=ProgressBar(f"loading {path.name}", cancel),
     )
 

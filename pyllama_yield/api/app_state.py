@@ -62,12 +62,17 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def json_value(request: Request) -> Any:
+    """The request's JSON body, whatever its type (at most ``--max-body-size`` bytes)."""
     state: AppState = request.app.state.pyllama
     try:
-        body = json.loads(await read_body(request, state.settings.max_body_size))
+        return json.loads(await read_body(request, state.settings.max_body_size))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(f"malformed JSON body: {exc}") from exc
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    body = await json_value(request)
     if not isinstance(body, dict):
         raise ApiError("the JSON body must be an object")
     return body

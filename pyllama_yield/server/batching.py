@@ -24,6 +24,7 @@ from .task import CompletionTask
 if TYPE_CHECKING:
     from ..llama import Batch, Context, Vocab
     from ..queue import ServerQueue, ServerResponse
+    from .lora import LoraSet
     from .metrics import Stats
 
 __all__ = ["BatchLoop"]
@@ -43,6 +44,7 @@ class BatchLoop:
     queue: ServerQueue
     responses: ServerResponse
     stats: Stats
+    loras: LoraSet
     n_ctx_slot: int
     pooling: str
     context_shift: bool
@@ -84,6 +86,9 @@ class BatchLoop:
 
     def _step(self) -> None:
         generating = [s for s in self.slots if s.state is SlotState.GENERATING]
+        # one decode applies one set of LoRA scales: that of the first slot, others wait a step
+        lora = next((s.lora for s in [*generating, *self.slots] if s.busy), ())
+        generating = [s for s in generating if s.lora == lora]
         if self.context_shift:
             for s in generating:
                 if len(s.cache_tokens) + 1 >= self.n_ctx_slot:
@@ -92,7 +97,8 @@ class BatchLoop:
         if spec and generating:
             # S2: drafting is yielded only when a slot drafts
             self.queue.yield_to_queue(lambda: speculative.draft(self, generating))
-        chunks = self._fill_batch(generating)
+        chunks = self._fill_batch(generating, lora)
+        self.loras.apply(self.ctx, lora)
         t0 = now()
         try:
             if self.yield_decode:
@@ -135,7 +141,7 @@ class BatchLoop:
             if not self.queue.yield_to_queue(lambda: speculative.process(self, generating)):
                 raise RuntimeError("failed to process speculative batch")
 
-    def _fill_batch(self, generating: list[Slot]) -> dict[int, int]:
+    def _fill_batch(self, generating: list[Slot], lora: tuple[float, ...]) -> dict[int, int]:
         """Generating slots first (one token plus drafts each), then prompt chunks in the room left."""
         batch = self.batch
         batch.clear()
@@ -149,7 +155,7 @@ class BatchLoop:
                 batch.add(d, pos + 1 + j, s.id, logits=True)
         chunks: dict[int, int] = {}
         for s in self.slots:
-            if s.state is not SlotState.PROCESSING_PROMPT:
+            if s.state is not SlotState.PROCESSING_PROMPT or s.lora != lora:
                 continue
             room = batch.capacity - batch.n_tokens
             if room <= 0:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..common import CommonSampler
@@ -22,6 +22,7 @@ from . import slot_files, speculative
 from .batching import BatchLoop
 from .chat import Chat
 from .client import ClientSide
+from .lora import LoraSet
 from .metrics import Stats
 from .params import CompletionParams
 from .results import error_payload
@@ -71,10 +72,11 @@ class ServerContext(BatchLoop, ClientSide):
         reasoning_format: str = "deepseek",
         enable_thinking: bool | None = None,
         context_shift: bool = False,
+        lora: Sequence[tuple[str | os.PathLike[str], float]] = (),
     ) -> None:
         """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
         unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
-        training context."""
+        training context. ``lora``: LoRA adapters with their scales (0: loaded, not applied)."""
         if n_parallel < 1 or n_batch < 1 or n_ctx < 0 or n_draft < 0:
             raise ValueError("n_parallel and n_batch must be >= 1, n_ctx >= 0, n_draft >= 0")
         self.model = Model(
@@ -113,6 +115,7 @@ class ServerContext(BatchLoop, ClientSide):
         self.n_ubatch = min(self._ctx_args["n_ubatch"], self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
+        self.loras = LoraSet(self.model, lora)
         # a template or a built-in name; the model's own otherwise (ChatML when it has none)
         self.chat = Chat(self.model, chat_template, use_jinja, reasoning_format, enable_thinking)
         self.defaults = defaults or CompletionParams()  # the server's sampling settings
@@ -209,6 +212,7 @@ class ServerContext(BatchLoop, ClientSide):
                 slot.cache_tokens = []
         else:
             self.ctx = self._new_context()
+            self.loras.forget_applied()
             if self.draft_model is not None:
                 self.draft_ctx = Context(self.draft_model, **self._ctx_args)
         self.stats.publish()
@@ -286,6 +290,10 @@ class ServerContext(BatchLoop, ClientSide):
             sampler = CommonSampler(self.model, ct.params.sampling)
         except ValueError as exc:  # e.g. a grammar llama.cpp cannot parse
             raise ValueError(str(exc)) from None
+        lora = self.loras.scales_for(ct.params.lora)
+        if lora != slot.lora:  # the cache was computed with other adapters: not reusable
+            slot.cache_tokens = []
+            slot.lora = lora
         n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
         n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
         if not self.ctx.seq_rm(slot.id, n_keep, -1):
@@ -323,6 +331,7 @@ class ServerContext(BatchLoop, ClientSide):
         self.ctx.seq_rm(slot.id)  # an embedding is computed from scratch, never from a cache
         slot.id_task = task.id
         slot.task = et
+        slot.lora = self.loras.scales
         slot.prompt_tokens = et.prompt_tokens
         slot.cache_tokens = []
         slot.n_prompt_done = slot.n_prompt_cached = 0

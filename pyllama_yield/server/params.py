@@ -73,6 +73,13 @@ class StreamOptions(BaseModel):
     include_usage: Bool = False
 
 
+class LoraScale(BaseModel):
+    """One entry of a request's ``lora`` list (llama-server's parse_lora_request defaults)."""
+
+    id: int = -1
+    scale: float = 0.0
+
+
 class CompletionParams(BaseModel):
     """llama-server's native completion fields (also read on the OpenAI routes)."""
 
@@ -143,8 +150,8 @@ class CompletionParams(BaseModel):
     preserved_tokens: list[str] = Field(default_factory=list)
     generation_prompt: str | None = None
 
-    # --- accepted for llama-server compatibility, not acted on yet
-    lora: list[dict[str, Any]] | None = None
+    # LoRA adapters for this request, [{"id": i, "scale": s}]: adapters not named get scale 0
+    lora: list[LoraScale] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -183,6 +190,7 @@ class TaskParams:
     response_fields: list[str] = field(default_factory=list)
     sampling: dict[str, Any] = field(default_factory=dict)  # common_params_sampling, C++ names
     settings: dict[str, Any] = field(default_factory=dict)  # echoed as generation_settings
+    lora: dict[int, float] | None = None  # adapter id -> scale; None: the server's scales
 
 
 class Tokenizer(Protocol):
@@ -308,8 +316,6 @@ def resolve(
     n_parallel: int,
 ) -> TaskParams:
     """Request fields (already merged over the server defaults) → the task's parameters."""
-    if p.lora:  # llama-server checks each id against the loaded adapters; none are loaded here
-        raise ValueError("Field 'lora': invalid adapter id (no LoRA adapters are loaded)")
     if p.n_cmpl > n_parallel:
         raise ValueError(f"Field 'n_cmpl': Value must be between 1 <= value <= {n_parallel}, but got {p.n_cmpl}")
     stop = [p.stop] if isinstance(p.stop, str) else [s for s in p.stop if s]
@@ -354,6 +360,7 @@ def resolve(
         response_fields=p.response_fields,
         sampling=sampling,
         settings=_generation_settings(p, sampling, stop, bias),
+        lora={e.id: e.scale for e in p.lora} if p.lora else None,  # an empty list: the server's scales
     )
 
 
@@ -416,5 +423,5 @@ def _generation_settings(
         "timings_per_token": p.timings_per_token,
         "post_sampling_probs": p.post_sampling_probs,
         "backend_sampling": p.backend_sampling,
-        "lora": p.lora or [],
+        "lora": [e.model_dump() for e in p.lora or []],
     }

@@ -53,6 +53,7 @@ class Slot:
     probs: list[dict[str, Any]] = field(default_factory=list)  # completion_probabilities, one per token
     truncated: bool = False  # stopped because the slot's context filled up
     n_probs_sent: int = 0  # of which already streamed
+    lora: tuple[float, ...] = ()  # the LoRA scales its task decodes with (what its cache holds)
 
     def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int, context_shift: bool = False) -> StopType:
         """Record a generated token and tell whether generation stops here, and why (the checks
