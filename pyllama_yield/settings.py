@@ -248,7 +248,12 @@ class ServerSettings(BaseSettings):
         env="LLAMA_ARG_CONTEXT_SHIFT",
         help="when a slot's context fills, drop older tokens and go on generating",
     )
-    cache_reuse: int = arg(0, "--cache-reuse", env="LLAMA_ARG_CACHE_REUSE", supported=NOT_YET)
+    cache_reuse: int = arg(
+        0,
+        "--cache-reuse",
+        env="LLAMA_ARG_CACHE_REUSE",
+        help="reuse cached chunks of at least N tokens by shifting their KV (0: off)",
+    )
     cache_ram: int = arg(
         0,
         "-cram",
@@ -354,6 +359,7 @@ class ServerSettings(BaseSettings):
             "mirostat": self.mirostat,
             "ignore_eos": self.ignore_eos,
             "n_keep": self.keep,
+            "n_cache_reuse": self.cache_reuse,
             "verbose": self.verbose,
         }
         if self.samplers:

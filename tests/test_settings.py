@@ -75,7 +75,6 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
     "argv, flag",
     [
         (["--reasoning-budget", "10"], "--reasoning-budget"),
-        (["--cache-reuse", "5"], "--cache-reuse"),
         (["--hf-repo", "a/b"], "--hf-repo"),
         (["--cache-ram", "100"], "--cache-ram"),
         (["--ui"], "--webui"),

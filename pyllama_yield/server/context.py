@@ -25,6 +25,7 @@ from .client import ClientSide
 from .lora import LoraSet
 from .metrics import Stats
 from .params import CompletionParams
+from .prompt_cache import reuse_chunks
 from .results import error_payload
 from .slot import Slot, SlotState, StopType, TextStream, common_prefix, now
 from .task import CompletionTask
@@ -295,6 +296,8 @@ class ServerContext(BatchLoop, ClientSide):
             slot.cache_tokens = []
             slot.lora = lora
         n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
+        if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and self.draft_ctx is None:
+            n_keep = reuse_chunks(self.ctx, slot.id, slot.cache_tokens, tokens, n_keep, ct.params.n_cache_reuse)
         n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
         if not self.ctx.seq_rm(slot.id, n_keep, -1):
             self.ctx.seq_rm(slot.id)

@@ -100,6 +100,7 @@ class CompletionParams(BaseModel):
     n_indent: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0
     n_keep: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = 0
     n_discard: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0
+    n_cache_reuse: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0  # --cache-reuse
     n_cmpl: Annotated[Int, Field(ge=1, le=INT32_MAX)] = Field(1, validation_alias=AliasChoices("n_cmpl", "n"))
     n_cache_reuse: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0
     t_max_predict_ms: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = -1
@@ -186,6 +187,7 @@ class TaskParams:
     n_indent: int = 0
     n_keep: int = 0
     n_discard: int = 0
+    n_cache_reuse: int = 0
     t_max_predict_ms: int = -1
     response_fields: list[str] = field(default_factory=list)
     sampling: dict[str, Any] = field(default_factory=dict)  # common_params_sampling, C++ names
@@ -356,6 +358,7 @@ def resolve(
         n_indent=p.n_indent,
         n_keep=p.n_keep,
         n_discard=p.n_discard,
+        n_cache_reuse=p.n_cache_reuse,
         t_max_predict_ms=p.t_max_predict_ms,
         response_fields=p.response_fields,
         sampling=sampling,
