@@ -164,6 +164,14 @@ def test_context_shift_keeps_generating_past_the_context(tiny_model_path):
         again = run(shifting, prompt="Hello", n_predict=3)[0]  # the slot is usable afterwards
     assert out["tokens_predicted"] == 600 and out["truncated"] and out["stop_type"] == "limit"
     assert again["tokens_predicted"] == 3
+    # with a draft model both caches shift; the target drafting for itself accepts every draft,
+    # so the tokens are those of plain decoding
+    with ServerContext(
+        tiny_model_path, n_ctx=256, n_threads=1, context_shift=True, draft_model_path=tiny_model_path, n_draft=4
+    ) as speculative:
+        spec = run(speculative, **body)[0]
+    assert spec["tokens_predicted"] == 600 and spec["truncated"]
+    assert spec["content"] == out["content"] and spec["timings"]["draft_n_accepted"] > 0
 
 
 def test_a_full_unified_cache_frees_idle_slots_then_fails_in_llama_servers_words(tiny_model_path):
@@ -185,3 +193,31 @@ def test_a_full_unified_cache_frees_idle_slots_then_fails_in_llama_servers_words
                     outcomes.append(r.payload["tokens_predicted"])
         assert "Context size has been exceeded." in outcomes, outcomes
         assert run(srv, prompt="Hello", n_predict=3)[0]["tokens_predicted"] == 3  # and the server goes on
+
+
+def test_timings_count_decode_steps_and_progress_carries_them(tiny_model_path):
+    """llama-server's timing rules: the first token comes free with the prompt's logits, so one
+    generated token has no generation rate; prompt progress starts at 0 % and, with
+    ``timings_per_token``, every progress event has timings whose prompt time only grows."""
+    with ServerContext(tiny_model_path, n_ctx=512, n_batch=32, n_threads=1) as srv:
+        one = run(srv, prompt="Hello", n_predict=1)[0]["timings"]
+        assert (one["predicted_n"], one["predicted_per_second"], one["predicted_per_token_ms"]) == (1, 0.0, 0.0)
+        t = run(srv, prompt="Hello", n_predict=16, ignore_eos=True)[0]["timings"]
+        assert math.isclose(t["predicted_per_second"], 15 * 1e3 / t["predicted_ms"], rel_tol=1e-9)
+        assert math.isclose(t["predicted_per_token_ms"], t["predicted_ms"] / 15, rel_tol=1e-9)
+
+        body = {"prompt": "word " * 70, "n_predict": 2, "stream": True, "return_progress": True}
+        events = []
+        with srv.submit({**body, "timings_per_token": True, "cache_prompt": False}) as reader:
+            while (r := reader.next(lambda: False)) is not None:
+                events.append(r.payload)
+                if r.is_final:
+                    break
+    progress = [e for e in events if "prompt_progress" in e]
+    assert len(progress) >= 3 and all("timings" in e for e in progress)
+    first = progress[0]
+    assert first["prompt_progress"]["processed"] == 0
+    assert (first["timings"]["prompt_n"], first["timings"]["prompt_ms"], first["timings"]["predicted_n"]) == (0, 0, 0)
+    prompt_ms = [e["timings"]["prompt_ms"] for e in progress]
+    assert prompt_ms == sorted(prompt_ms) and prompt_ms[-1] > 0
+    assert progress[-1]["prompt_progress"]["processed"] == progress[-1]["prompt_progress"]["total"]

@@ -244,21 +244,45 @@ def test_cors_headers_on_a_real_answer(server):
     assert r.headers["access-control-allow-origin"] == "http://a.example"
 
 
+def metric(text: str, name: str) -> float:
+    (line,) = [ln for ln in text.splitlines() if ln.startswith(f"llamacpp:{name} ")]
+    return float(line.split()[1])
+
+
 def test_sleep_frees_the_context_and_a_request_wakes_it(tiny_model_path):
     proc, base = start_server(tiny_model_path, "--threads", "1", "--sleep-idle-seconds", "1", "--metrics")
-    try:
-        assert httpx.post(f"{base}/completion", json=greedy(n_predict=2)).status_code == 200
+
+    def asleep() -> bool:
+        return httpx.get(f"{base}/props").json()["is_sleeping"]
+
+    def wait_for_sleep() -> None:
         deadline = time.monotonic() + 30
-        while not httpx.get(f"{base}/props").json()["is_sleeping"]:
+        while not asleep():
             assert time.monotonic() < deadline, "never went to sleep"
             time.sleep(0.1)  # the idle timer runs in the server; poll its public state
-        # read-only routes answer while it sleeps, and do not wake it
+
+    try:
+        assert httpx.post(f"{base}/completion", json=greedy(n_predict=8)).status_code == 200
+        wait_for_sleep()
+        # read-only routes answer from what sleep keeps, and do not wake it; the throughput
+        # gauges cover the window since the last scrape (llama-server's buckets), asleep too
         assert httpx.get(f"{base}/health").status_code == 200
-        assert "llamacpp:requests_processing 0" in httpx.get(f"{base}/metrics", timeout=10).text
-        assert len(httpx.get(f"{base}/slots", timeout=10).json()) == 4
-        assert httpx.get(f"{base}/props").json()["is_sleeping"] is True
-        r = httpx.post(f"{base}/completion", json=greedy(n_predict=3), timeout=60).json()  # wakes it
-        assert r["tokens_predicted"] == 3 and httpx.get(f"{base}/props").json()["is_sleeping"] is False
+        first = httpx.get(f"{base}/metrics", timeout=10).text
+        second = httpx.get(f"{base}/metrics", timeout=10).text
+        assert metric(first, "predicted_tokens_seconds") > 0 and metric(second, "predicted_tokens_seconds") == 0
+        assert metric(second, "tokens_predicted_total") == 8 and metric(second, "requests_processing") == 0
+        assert httpx.get(f"{base}/metrics", timeout=10).text == second
+        assert asleep()
+        # any other route wakes it, even one that needs no context (as llama-server)
+        assert httpx.post(f"{base}/tokenize", json={"content": "Hello"}, timeout=60).status_code == 200
+        assert not asleep()
+        assert metric(httpx.get(f"{base}/metrics").text, "predicted_tokens_seconds") == 0  # reported asleep
+        wait_for_sleep()
+        count = {"input": "Hello world"}
+        r = httpx.post(f"{base}/v1/responses/input_tokens", json=count, timeout=60).json()
+        assert r["object"] == "response.input_tokens" and r["input_tokens"] > 0 and not asleep()
+        r = httpx.post(f"{base}/completion", json=greedy(n_predict=3), timeout=60).json()
+        assert r["tokens_predicted"] == 3 and len(httpx.get(f"{base}/slots", timeout=10).json()) == 4
     finally:
         out = stop_server(proc)
     assert proc.returncode == 0, out[-3000:]

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from ..server import ServerContext
 from ..settings import ServerSettings
-from . import admin, anthropic, chat, embeddings, gcp, native, openai
+from . import admin, anthropic, chat, embeddings, gcp, native, openai, responses
 from .app_state import AppState
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
@@ -24,7 +24,10 @@ from .middleware import ServerMiddleware
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def _endpoint(fn: Handler, public: bool = False) -> Handler:
+def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
+    """``fn`` behind the API key check (unless ``public``); a sleeping server is woken first
+    unless the route answers from what sleep keeps (``wakes`` False)."""
+
     async def wrapped(request: Request) -> Response:
         state: AppState = request.app.state.pyllama
         keys = state.settings.api_keys
@@ -34,6 +37,8 @@ def _endpoint(fn: Handler, public: bool = False) -> Handler:
             if given not in keys:
                 return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
         try:
+            if wakes and state.srv.queue.is_sleeping:
+                await state.bridge.run(state.srv.queue.wait_until_no_sleep)
             return await fn(request)
         except ApiError as exc:
             return error_response(exc)
@@ -52,6 +57,10 @@ def _gated(fn: Handler, enabled: Callable[[ServerSettings], bool], flag: str, wh
 
     return gated
 
+
+# what a sleeping server answers without waking up (as llama-server): the rest wakes it first
+STAY_ASLEEP = {("/", "GET"), ("/health", "GET"), ("/v1/health", "GET"), ("/metrics", "GET"), ("/props", "GET")}
+STAY_ASLEEP |= {("/models", "GET"), ("/v1/models", "GET")}
 
 # path, handler, methods, public (no API key needed)
 ROUTES: list[tuple[str, Handler, list[str], bool]] = [
@@ -85,6 +94,8 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/chat/completions", chat.chat_completions, ["POST"], False),
     ("/v1/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
     ("/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
+    ("/v1/responses/input_tokens", responses.count_tokens, ["POST"], False),
+    ("/responses/input_tokens", responses.count_tokens, ["POST"], False),
     ("/v1/messages", anthropic.messages, ["POST"], False),
     ("/v1/messages/count_tokens", anthropic.count_tokens, ["POST"], False),
 ]
@@ -98,12 +109,15 @@ def build_app(
     request gets 503 "Loading model", as llama-server answers while it loads)."""
     settings = settings or ServerSettings()
     state = AppState(settings, poll_interval_s)
-    routes = [Route(path, _endpoint(fn, public), methods=methods) for path, fn, methods, public in ROUTES]
+    routes = [
+        Route(path, _endpoint(fn, public, (path, methods[0]) not in STAY_ASLEEP), methods=methods)
+        for path, fn, methods, public in ROUTES
+    ]
     if gcp.enabled():  # Vertex AI's prediction protocol over the POST routes (and its health path)
         posts = {path: _endpoint(fn, public) for path, fn, methods, public in ROUTES if methods == ["POST"]}
         routes.append(Route(gcp.predict_route(), _endpoint(gcp.make_predict(posts)), methods=["POST"]))
         if gcp.health_route():
-            routes.append(Route(gcp.health_route(), _endpoint(native.health, True), methods=["GET"]))
+            routes.append(Route(gcp.health_route(), _endpoint(native.health, True, False), methods=["GET"]))
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_origins, is_ready=lambda: state.ready)]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.pyllama = state

@@ -41,17 +41,18 @@ async def health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-async def current_metrics(state: AppState) -> dict[str, Any]:
+async def current_metrics(state: AppState, scrape: bool = False) -> dict[str, Any]:
     """Asked of the queue's worker (it answers during a decode); while the server sleeps, the
-    snapshot it published last (a sleeping loop takes no task, and a scrape must not wake it)."""
+    snapshot frozen as it fell asleep (a sleeping loop takes no task, and a scrape must not wake
+    it). A ``scrape`` starts a new window for the throughput gauges."""
     srv = state.srv
-    res = await state.bridge.try_call(TaskType.METRICS, None, lambda: srv.queue.is_sleeping)
-    return res.payload if res is not None else srv.snapshot()
+    res = await state.bridge.try_call(TaskType.METRICS, scrape, lambda: srv.queue.is_sleeping)
+    return res.payload if res is not None else srv.snapshot(reset_buckets=scrape)
 
 
 async def metrics(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    m = await current_metrics(state)
+    m = await current_metrics(state, scrape=True)
     response = PlainTextResponse(prometheus_text(m), media_type="text/plain; version=0.0.4")
     # llama-server's header, in its case (Starlette would lower-case a name given in headers=)
     response.raw_headers.append((b"Process-Start-Time-Unix", str(int(state.srv.stats.t_start)).encode()))

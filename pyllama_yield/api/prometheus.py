@@ -8,8 +8,10 @@ __all__ = ["prometheus_text"]
 
 
 def prometheus_text(m: dict[str, Any]) -> str:
-    prompt_rate = m["prompt_tokens"] / m["prompt_seconds"] if m["prompt_seconds"] else 0.0
-    gen_rate = m["predicted_tokens"] / m["predicted_seconds"] if m["predicted_seconds"] else 0.0
+    # the gauges cover the window since the previous scrape, in decode steps (llama-server's buckets)
+    w_prompt, w_gen = m["prompt_seconds_window"], m["predicted_seconds_window"]
+    prompt_rate = m["prompt_steps"] / w_prompt if w_prompt else 0.0
+    gen_rate = m["predicted_steps"] / w_gen if w_gen else 0.0
     metrics = [
         ("counter", "prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
          m["prompt_tokens"]),
@@ -34,9 +36,6 @@ def prometheus_text(m: dict[str, Any]) -> str:
         ("gauge", "requests_deferred", "Number of requests deferred", m["requests_deferred"]),
         ("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
          m["n_busy_slots"] / max(m["n_decode"], 1)),
-        ("gauge", "kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.",
-         m["kv_cells_used"] / m["n_ctx"] if m["n_ctx"] else 0.0),
-        ("gauge", "kv_cache_tokens", "KV-cache tokens.", m["kv_cells_used"]),
     ]  # fmt: skip
     lines = []
     for kind, name, help_text, value in metrics:

@@ -79,8 +79,10 @@ class BatchLoop:
         n_keep = min(self.n_ctx_slot - 4, n_keep + (1 if self.vocab.add_bos else 0))
         n_left = n_past - n_keep
         n_discard = max(0, min(p.n_discard or n_left // 2, n_left - 1))
-        self.ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
-        self.ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
+        for ctx in (self.ctx, self.draft_ctx):  # the draft's cache holds the same positions
+            if ctx is not None:
+                ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
+                ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
         del s.cache_tokens[n_keep : n_keep + n_discard]
         s.truncated = True
 
@@ -122,14 +124,9 @@ class BatchLoop:
                 if s.busy and (s.id in chunks or s in generating):
                     self._fail(s, str(exc))
             return
-        dt = now() - t0
-        self.stats.add(
-            n_busy_slots=sum(s.busy for s in self.slots),
-            n_decode=1,
-            prompt_tokens=sum(chunks.values()),
-            prompt_seconds=dt if chunks else 0.0,
-            predicted_seconds=dt if generating else 0.0,
-        )
+        self.stats.add(n_busy_slots=sum(s.busy for s in self.slots), n_decode=1)
+        if chunks:
+            self.stats.add_prompt(sum(chunks.values()), now() - t0)
         for s in self.slots:
             if s.id in chunks:
                 self._prompt_chunk_done(s, chunks[s.id])
@@ -200,6 +197,8 @@ class BatchLoop:
             return
         s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
         s.n_prompt_done += n
+        s.n_prompt_processed += n
+        s.t_prompt_last = now()  # after the decode's sync
         task = s.task
         assert task is not None
         if s.n_prompt_done < len(s.prompt_tokens):
@@ -207,7 +206,6 @@ class BatchLoop:
                 self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
             return
         s.state = SlotState.GENERATING
-        s.t_prompt_done = now()
         if task.params.return_progress and task.params.stream:
             self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
         if task.params.n_predict == 0:  # only evaluate the prompt into the cache
@@ -254,6 +252,7 @@ class BatchLoop:
         """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
         assert s.task is not None
         p = s.task.params
+        s.t_gen_last = now()
         stop = s.add_token(tok, self.vocab.is_eog(tok), self.piece(tok), self.n_ctx_slot, self.context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
@@ -266,7 +265,8 @@ class BatchLoop:
             self.responses.send(Result(s.id_task, error_payload("cancelled", 499), is_error=True))
         else:
             self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
-        self.stats.add(predicted_tokens=len(s.generated), requests_finished=1)
+        self.stats.add_prediction(len(s.generated), s.gen_seconds())
+        self.stats.add(requests_finished=1)
         self._release(s)
 
     def _fail(self, s: Slot, message: str, code: int = 500) -> None:

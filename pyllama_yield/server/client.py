@@ -275,9 +275,10 @@ class ClientSide:
     def metrics(self, timeout_s: float = 60) -> dict[str, Any]:
         return self.call(TaskType.METRICS, timeout_s=timeout_s).payload
 
-    def snapshot(self) -> dict[str, Any]:
-        """The latest published metrics plus what the queue knows now; safe from any thread."""
-        return self.stats.snapshot()
+    def snapshot(self, reset_buckets: bool = False) -> dict[str, Any]:
+        """The latest published metrics plus what the queue knows now; safe from any thread.
+        ``reset_buckets``: a scrape, which starts a new window for the throughput gauges."""
+        return self.stats.snapshot(reset_buckets)
 
 
 def _validation_message(exc: ValidationError) -> str:

@@ -26,8 +26,8 @@ from .lora import LoraSet
 from .metrics import Stats
 from .params import CompletionParams
 from .prompt_cache import reuse_chunks
-from .results import error_payload
-from .slot import Slot, SlotState, StopType, TextStream, common_prefix, now
+from .results import error_payload, progress_payload
+from .slot import Slot, SlotState, StopType, TextStream, common_prefix
 from .task import CompletionTask
 
 __all__ = ["ServerContext"]
@@ -110,8 +110,8 @@ class ServerContext(BatchLoop, ClientSide):
         self.n_batch = self.ctx.n_batch
         self.n_ctx_total = self.ctx.n_ctx
         self.pooling = self.ctx.pooling  # kept: the context is freed while the server sleeps
-        if context_shift and (not self.ctx.can_shift or draft_model_path is not None):
-            raise ValueError("context shift is not supported by this model's cache, or with a draft model")
+        if context_shift and not self.ctx.can_shift:
+            raise ValueError("context shift is not supported by this model's cache")
         self.context_shift = context_shift
         self.n_ubatch = min(self._ctx_args["n_ubatch"], self.n_batch)
         self.batch = Batch(self.n_batch)
@@ -206,6 +206,7 @@ class ServerContext(BatchLoop, ClientSide):
         """Idle for ``idle_sleep_ms``: free the context (KV cache, compute buffers) and get it back
         on the next request. The model stays loaded: callers tokenize with its vocab any time."""
         if sleeping:
+            self.stats.on_sleeping(True)  # what scrapes see while asleep: before the caches go
             self.ctx.close()
             if self.draft_ctx is not None:
                 self.draft_ctx.close()
@@ -214,6 +215,7 @@ class ServerContext(BatchLoop, ClientSide):
         else:
             self.ctx = self._new_context()
             self.loras.forget_applied()
+            self.stats.on_sleeping(False)
             if self.draft_model is not None:
                 self.draft_ctx = Context(self.draft_model, **self._ctx_args)
         self.stats.publish()
@@ -221,7 +223,7 @@ class ServerContext(BatchLoop, ClientSide):
     # --- tasks (loop thread, or the worker while yielding) -----------------------------------
     def _on_task(self, task: Task, is_yielding: bool) -> bool:
         if task.type is TaskType.METRICS:  # read-only: answered on the worker during a yield (S3)
-            self.responses.send(Result(task.id, self.snapshot()))
+            self.responses.send(Result(task.id, self.snapshot(reset_buckets=bool(task.payload))))
             return True
         if task.type is TaskType.CANCEL:
             slot = next((s for s in self.slots if s.busy and s.id_task == task.id_target), None)
@@ -317,9 +319,10 @@ class ServerContext(BatchLoop, ClientSide):
         for tok in tokens:  # penalties look back over the prompt too, as in llama-server
             sampler.accept(tok, is_generated=False)
         slot.n_draft_total = slot.n_draft_accepted = 0
-        slot.t_start = now()
-        slot.t_prompt_done = 0.0
+        slot.start_timing()
         slot.state = SlotState.PROCESSING_PROMPT
+        if ct.params.stream and ct.params.return_progress:  # 0 %: the request has started
+            self.responses.send(Result(id_task, progress_payload(slot), is_final=False))
         if self.draft_ctx is not None and n_keep:
             speculative.prefill(self, slot, n_keep)
         self.stats.publish()
@@ -338,7 +341,7 @@ class ServerContext(BatchLoop, ClientSide):
         slot.prompt_tokens = et.prompt_tokens
         slot.cache_tokens = []
         slot.n_prompt_done = slot.n_prompt_cached = 0
-        slot.t_start = now()
+        slot.start_timing()
         slot.state = SlotState.PROCESSING_PROMPT
         self.stats.publish()
 

@@ -2,6 +2,11 @@
 
 The loop thread publishes a consistent snapshot after every step; the queue's worker hands it
 out while a decode runs, so a scrape never waits for the model.
+
+As in llama-server, the throughput gauges cover the window since the previous scrape (a scrape
+resets their buckets), and generation rates count decode steps: a request's first token comes
+free with its prompt's logits. Going to sleep freezes the snapshot; scrapes while asleep read it
+(and reset its buckets), so they neither wake the server nor see the freed context.
 """
 
 from __future__ import annotations
@@ -35,13 +40,46 @@ class Stats:
             draft_steps=0,
             n_tokens_max=0,
         )
+        self._buckets = _empty_buckets()
         self._snapshot: dict[str, Any] = {}
+        self._frozen: dict[str, Any] | None = None  # while asleep
+        self._reset_on_wake = False  # a scrape while asleep reported the buckets
         self.t_start = time.time()
 
     def add(self, **counts: float) -> None:
         with self._lock:
             for name, n in counts.items():
                 self._totals[name] += n
+
+    def add_prompt(self, n_tokens: int, seconds: float) -> None:
+        """One decode that evaluated ``n_tokens`` prompt tokens."""
+        with self._lock:
+            self._totals["prompt_tokens"] += n_tokens
+            self._totals["prompt_seconds"] += seconds
+            self._buckets["prompt_steps"] += n_tokens
+            self._buckets["prompt_seconds_window"] += seconds
+
+    def add_prediction(self, n_tokens: int, seconds: float) -> None:
+        """A finished request that generated ``n_tokens`` in ``seconds`` (after its prompt)."""
+        steps = max(n_tokens - 1, 0)
+        with self._lock:
+            self._totals["predicted_tokens"] += n_tokens
+            self._totals["predicted_seconds"] += seconds
+            self._buckets["predicted_steps"] += steps
+            self._buckets["predicted_seconds_window"] += seconds
+
+    def on_sleeping(self, sleeping: bool) -> None:
+        """Loop thread, as it goes to sleep (freeze the snapshot) or wakes (thaw it)."""
+        if sleeping:
+            self.publish()
+            with self._lock:
+                self._frozen = {**self._snapshot, **self._buckets}
+                self._reset_on_wake = False
+        else:
+            with self._lock:
+                self._frozen = None
+                if self._reset_on_wake:
+                    self._buckets = _empty_buckets()
 
     def publish(self) -> None:
         """Loop thread: a consistent snapshot that the worker can hand out during a decode."""
@@ -66,16 +104,28 @@ class Stats:
                 "slots": slots,
                 "n_slots": srv.n_parallel,
                 "requests_processing": sum(s["is_processing"] for s in slots),
-                "kv_cells_used": sum(s["n_cached"] for s in slots),
                 "n_ctx": srv.n_ctx_total,
                 **self._totals,
             }
 
-    def snapshot(self) -> dict[str, Any]:
-        """The latest published snapshot plus what the queue knows now; safe from any thread."""
+    def snapshot(self, reset_buckets: bool = False) -> dict[str, Any]:
+        """The latest published snapshot plus what the queue knows now; safe from any thread.
+        ``reset_buckets``: a scrape, which starts a new window for the throughput gauges."""
         with self._lock:
-            snap = dict(self._snapshot)
+            if self._frozen is not None:
+                snap = dict(self._frozen)
+                if reset_buckets:
+                    self._frozen.update(_empty_buckets())
+                    self._reset_on_wake = True
+            else:
+                snap = {**self._snapshot, **self._buckets}
+                if reset_buckets:
+                    self._buckets = _empty_buckets()
         snap["requests_deferred"] = self._srv.queue.n_deferred
         snap["uptime_s"] = time.time() - self.t_start
         snap["is_sleeping"] = self._srv.queue.is_sleeping
         return snap
+
+
+def _empty_buckets() -> dict[str, float]:
+    return {"prompt_steps": 0, "prompt_seconds_window": 0.0, "predicted_steps": 0, "predicted_seconds_window": 0.0}

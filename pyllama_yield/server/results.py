@@ -14,11 +14,13 @@ __all__ = ["error_payload", "final_payload", "partial_payload", "timings"]
 
 
 def timings(s: Slot) -> dict[str, Any]:
-    t_end = now()
-    prompt_ms = ((s.t_prompt_done or t_end) - s.t_start) * 1e3
-    gen_ms = (t_end - s.t_prompt_done) * 1e3 if s.t_prompt_done else 0.0
-    n_prompt = len(s.prompt_tokens) - s.n_prompt_cached
+    """llama-server's ``timings``: prompt time up to the last prompt batch so far; generation
+    rates over decode steps, since the first token comes free with the prompt's logits."""
+    prompt_ms = s.prompt_seconds() * 1e3
+    gen_ms = s.gen_seconds() * 1e3
+    n_prompt = s.n_prompt_processed
     n_gen = len(s.generated)
+    steps = max(n_gen - 1, 0)
     out: dict[str, Any] = {
         "cache_n": s.n_prompt_cached,
         "prompt_n": n_prompt,
@@ -27,8 +29,8 @@ def timings(s: Slot) -> dict[str, Any]:
         "prompt_per_second": n_prompt / prompt_ms * 1e3 if prompt_ms > 0 else 0.0,
         "predicted_n": n_gen,
         "predicted_ms": gen_ms,
-        "predicted_per_token_ms": gen_ms / n_gen if n_gen else 0.0,
-        "predicted_per_second": n_gen / gen_ms * 1e3 if gen_ms > 0 else 0.0,
+        "predicted_per_token_ms": gen_ms / steps if steps else 0.0,
+        "predicted_per_second": steps / gen_ms * 1e3 if gen_ms > 0 else 0.0,
     }
     if s.n_draft_total:
         out["draft_n"] = s.n_draft_total
@@ -60,7 +62,7 @@ def progress_payload(s: Slot) -> dict[str, Any]:
     """A ``return_progress`` event: how far prompt processing is."""
     task = s.task
     assert task is not None
-    return {
+    out: dict[str, Any] = {
         "index": task.index,
         "content": "",
         "tokens": [],
@@ -76,6 +78,9 @@ def progress_payload(s: Slot) -> dict[str, Any]:
             "time_ms": (now() - s.t_start) * 1e3,
         },
     }
+    if task.params.timings_per_token:
+        out["timings"] = timings(s)
+    return out
 
 
 def final_payload(s: Slot, stop: StopType, content: str) -> dict[str, Any]:

@@ -46,8 +46,11 @@ class Slot:
     i_batch: int = -1  # index in the current batch of the token whose logits we sample
     drafts: list[int] = field(default_factory=list)  # drafted for the coming step
     draft_kv_short: bool = False  # all drafts of the last step accepted: the draft KV lacks the last one
+    # llama-server's slot stats: start, after the last prompt batch, after the last sampled token
     t_start: float = 0.0
-    t_prompt_done: float = 0.0
+    t_prompt_last: float = 0.0
+    t_gen_last: float = 0.0
+    n_prompt_processed: int = 0  # prompt tokens decoded for this task (not the cached ones)
     n_draft_total: int = 0
     n_draft_accepted: int = 0
     probs: list[dict[str, Any]] = field(default_factory=list)  # completion_probabilities, one per token
@@ -74,13 +77,25 @@ class Slot:
             self.truncated = True  # the slot's context is full
             return StopType.LIMIT
         if p.t_max_predict_ms > 0 and "\n" in self.text.text[self.text.sent :]:
-            if (now() - self.t_prompt_done) * 1e3 > p.t_max_predict_ms:
+            if (now() - self.t_prompt_last) * 1e3 > p.t_max_predict_ms:
                 return StopType.LIMIT  # a time limit, checked at a new line (for code completion)
         return StopType.NONE
 
     @property
     def busy(self) -> bool:
         return self.state is not SlotState.IDLE
+
+    def prompt_seconds(self) -> float:
+        return self.t_prompt_last - self.t_start if self.t_prompt_last else 0.0
+
+    def gen_seconds(self) -> float:
+        """From the last prompt batch to the last token (at least 1 us once a token came)."""
+        return max(1e-6, self.t_gen_last - self.t_prompt_last) if self.t_gen_last else 0.0
+
+    def start_timing(self) -> None:
+        self.t_start = now()
+        self.t_prompt_last = self.t_gen_last = 0.0
+        self.n_prompt_processed = 0
 
     def reset(self) -> None:
         self.state = SlotState.IDLE
