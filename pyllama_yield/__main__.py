@@ -104,6 +104,7 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         draft_model_path=settings.model_draft,
         n_draft=settings.spec_draft_n_max,
         n_draft_min=settings.spec_draft_n_min,
+        synth_rates=settings.synth_rates,
         defaults=settings.completion_defaults(),
         model_name=settings.aliases[0] if settings.aliases else None,
         chat_template=settings.chat_template_text(),

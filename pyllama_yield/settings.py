@@ -114,6 +114,15 @@ class ServerSettings(BaseSettings):
         env="LLAMA_ARG_SPEC_DRAFT_N_MIN",
         help="fewer drafts than this are not verified",
     )
+    spec_synth_rates: str | None = arg(
+        None,
+        "--spec-synth-rates",
+        env="LLAMA_ARG_SPEC_SYNTH_RATES",
+        help="P0,P1,...: accept draft i with this overall probability, not by match (benchmarking only)",
+    )
+    spec_synth_len: float | None = arg(
+        None, "--spec-synth-len", env="LLAMA_ARG_SPEC_SYNTH_LEN", supported=NOT_YET + " (use --spec-synth-rates)"
+    )
     spec_type: Literal["draft-simple"] | None = arg(
         None, "--spec-type", help="speculative decoding method: draft-simple (a draft model) is what this server does"
     )
@@ -282,6 +291,20 @@ class ServerSettings(BaseSettings):
     hf_file: str | None = arg(None, "-hff", "--hf-file", supported="no downloads here: pass -m FILE")
     model_url: str | None = arg(None, "-mu", "--model-url", supported="no downloads here: pass -m FILE")
 
+    @model_validator(mode="after")
+    def _check_synth_rates(self) -> ServerSettings:
+        rates = self.synth_rates
+        if rates and len(rates) != self.spec_draft_n_max:
+            raise ValueError(
+                f"--spec-synth-rates: synthetic acceptance rates must contain {self.spec_draft_n_max} values "
+                f"(--spec-draft-n-max), got {len(rates)}"
+            )
+        if any(not 0.0 <= r <= 1.0 for r in rates):  # NaN fails too
+            raise ValueError("--spec-synth-rates: synthetic acceptance rates must be finite and within [0, 1]")
+        if any(b > a for a, b in zip(rates, rates[1:], strict=False)):
+            raise ValueError("--spec-synth-rates: synthetic acceptance rates must be monotonically non-increasing")
+        return self
+
     @field_validator("lora_scaled")
     @classmethod
     def _check_lora_scaled(cls, value: list[str] | None) -> list[str] | None:
@@ -316,6 +339,13 @@ class ServerSettings(BaseSettings):
     @property
     def api_keys(self) -> list[str]:
         return [k for k in (self.api_key or "").split(",") if k]
+
+    @property
+    def synth_rates(self) -> list[float]:
+        try:
+            return [float(r) for r in (self.spec_synth_rates or "").split(",") if r.strip()]
+        except ValueError:
+            raise ValueError(f"--spec-synth-rates: not a list of numbers: {self.spec_synth_rates!r}") from None
 
     @property
     def lora_adapters(self) -> list[tuple[str, float]]:

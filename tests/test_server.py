@@ -270,3 +270,43 @@ def test_speculative_with_the_target_as_draft_accepts_everything(tiny_model_path
         r = srv.complete(greedy(PROMPTS[3], 12))
     assert r["tokens"] == alone[PROMPTS[3]]
     assert r["timings"]["draft_n_accepted"] == r["timings"]["draft_n"] > 0
+
+
+def test_synthetic_acceptance_follows_its_rates_and_seed(tiny_model_path, draft_model_path):
+    """--spec-synth-rates (benchmarking): drafts are accepted by chance, not by match. Rate 1
+    accepts every draft (a random draft model never matches the target otherwise), the same seed
+    gives the same decisions, and accepted drafts do not advance a grammar."""
+    from pyllama_yield.server.speculative import conditional_odds
+
+    assert conditional_odds([0.75, 0.5625, 0.0]) == [0.75, 0.75, 0.0]
+
+    def serve(rates):
+        return ServerContext(
+            tiny_model_path, n_ctx=512, n_threads=1, draft_model_path=draft_model_path, n_draft=4, synth_rates=rates
+        )
+
+    body = {"prompt": PROMPTS[0], "n_predict": 32, "ignore_eos": True, "temperature": 0.2, "seed": 4242}
+    with serve([1.0] * 4) as srv:
+        every = srv.complete(body)
+        grammar = srv.complete({**body, "n_predict": 6, "grammar": 'root ::= "a"{5,5}'})
+    assert every["timings"]["draft_n_accepted"] == every["timings"]["draft_n"] > 0
+    assert every["tokens_predicted"] == 32 and every["stop_type"] == "limit"
+    assert grammar["stop_type"] in ("eos", "limit")
+    with serve([0.75 ** (i + 1) for i in range(4)]) as srv:
+        a, b = srv.complete(body), srv.complete(body)
+    assert (a["timings"]["draft_n"], a["timings"]["draft_n_accepted"]) == (
+        b["timings"]["draft_n"],
+        b["timings"]["draft_n_accepted"],
+    )
+    assert 0 < a["timings"]["draft_n_accepted"] < a["timings"]["draft_n"]
+    with pytest.raises(ValueError, match="draft model"):
+        ServerContext(tiny_model_path, n_ctx=256, synth_rates=[1.0])
+
+
+def test_synth_rate_flags_are_checked():
+    from pyllama_yield.settings import ServerSettings
+
+    assert ServerSettings(spec_draft_n_max=3, spec_synth_rates="1,0.5,0.5").synth_rates == [1.0, 0.5, 0.5]
+    for bad, why in (("1,1", "3 values"), ("1,0.5,0.7", "non-increasing"), ("1,2,0", "within"), ("a,b,c", "numbers")):
+        with pytest.raises(ValueError, match=why):
+            ServerSettings(spec_draft_n_max=3, spec_synth_rates=bad)

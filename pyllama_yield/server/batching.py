@@ -46,6 +46,7 @@ class BatchLoop:
     stats: Stats
     loras: LoraSet
     n_ctx_slot: int
+    synth_probs: list[float]
     pooling: str
     context_shift: bool
     yield_decode: bool
@@ -218,12 +219,15 @@ class BatchLoop:
         drafts, s.drafts = s.drafts, []
         s.cache_tokens.append(s.last_token)
         n_accepted = 0
-        for j in range(len(drafts) + 1):
-            tok = self._sample_and_accept(s, s.i_batch + j)
-            if not s.busy or j == len(drafts) or tok != drafts[j]:
-                break
-            n_accepted += 1
-            s.cache_tokens.append(tok)
+        if drafts and self.synth_probs:
+            n_accepted = speculative.accept_synthetic(self, s, drafts)  # type: ignore[arg-type]
+        else:
+            for j in range(len(drafts) + 1):
+                tok = self._sample_and_accept(s, s.i_batch + j)
+                if not s.busy or j == len(drafts) or tok != drafts[j]:
+                    break
+                n_accepted += 1
+                s.cache_tokens.append(tok)
         # every draft accepted: the draft model never saw its own last draft
         s.draft_kv_short = bool(drafts) and n_accepted == len(drafts)
         if drafts:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,7 +25,7 @@ from .chat import Chat
 from .client import ClientSide
 from .lora import LoraSet
 from .metrics import Stats
-from .params import CompletionParams
+from .params import DEFAULT_SEED, CompletionParams
 from .prompt_cache import reuse_chunks
 from .results import error_payload, progress_payload
 from .slot import Slot, SlotState, StopType, TextStream, common_prefix
@@ -60,6 +61,7 @@ class ServerContext(BatchLoop, ClientSide):
         draft_model_path: str | os.PathLike[str] | None = None,
         n_draft: int = 4,
         n_draft_min: int = 0,
+        synth_rates: Sequence[float] = (),
         yield_decode: bool = True,
         idle_sleep_ms: int = -1,
         defaults: CompletionParams | None = None,
@@ -125,8 +127,12 @@ class ServerContext(BatchLoop, ClientSide):
         self.draft_model: Model | None = None
         self.draft_ctx: Context | None = None
         self.n_draft = 0
+        self.synth_probs: list[float] = []  # --spec-synth-rates: per-position odds of accepting a draft
         if draft_model_path is not None:
             speculative.load_draft(self, draft_model_path, n_gpu_layers, self._ctx_args, n_draft, n_draft_min)
+            self.synth_probs = speculative.conditional_odds(synth_rates)[: self.n_draft]
+        elif synth_rates:
+            raise ValueError("synthetic draft acceptance (--spec-synth-rates) needs a draft model (-md)")
         self.info = self.describe(model_path)
         self.slots = [Slot(i) for i in range(n_parallel)]
         self.queue = ServerQueue()
@@ -319,6 +325,9 @@ class ServerContext(BatchLoop, ClientSide):
         for tok in tokens:  # penalties look back over the prompt too, as in llama-server
             sampler.accept(tok, is_generated=False)
         slot.n_draft_total = slot.n_draft_accepted = 0
+        if self.synth_probs:  # the same seed gives the same accept decisions
+            seed = ct.params.sampling.get("seed", DEFAULT_SEED)
+            slot.synth_rng = random.Random(None if seed == DEFAULT_SEED else seed)
         slot.start_timing()
         slot.state = SlotState.PROCESSING_PROMPT
         if ct.params.stream and ct.params.return_progress:  # 0 %: the request has started

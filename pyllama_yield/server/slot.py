@@ -56,6 +56,7 @@ class Slot:
     probs: list[dict[str, Any]] = field(default_factory=list)  # completion_probabilities, one per token
     truncated: bool = False  # stopped because the slot's context filled up
     n_probs_sent: int = 0  # of which already streamed
+    synth_rng: Any = None  # random.Random for --spec-synth-rates
     lora: tuple[float, ...] = ()  # the LoRA scales its task decodes with (what its cache holds)
 
     def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int, context_shift: bool = False) -> StopType:

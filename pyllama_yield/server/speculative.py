@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..llama import Batch, Context, DecodeError, Model
+from ..llama import Batch, Context, DecodeError, LlamaError, Model
 from .slot import Slot
 
 if TYPE_CHECKING:
@@ -84,6 +85,42 @@ def process(srv: ServerContext, slots: list[Slot]) -> bool:
     except DecodeError:
         log.exception("speculative processing failed")
         return False
+
+
+def conditional_odds(rates: Sequence[float]) -> list[float]:
+    """Overall acceptance rates per draft position (``--spec-synth-rates``) as the odds of
+    accepting draft i once drafts 0..i-1 were (llama-server's synth_probs)."""
+    odds, previous = [], 1.0
+    for rate in rates:
+        odds.append(rate / previous if previous > 0 else 0.0)
+        previous = rate
+    return odds
+
+
+def accept_synthetic(srv: ServerContext, s: Slot, drafts: list[int]) -> int:
+    """Benchmarking: accept each draft with its configured odds instead of by match with the
+    target's token. The target still samples every position (its sampler state moves as usual);
+    a drafted end-of-generation token is never accepted, and accepted drafts do not advance the
+    grammar (llama-server's server_sample_and_accept_synth). Returns the drafts accepted."""
+    assert s.sampler is not None and s.synth_rng is not None
+    for j, d in enumerate(drafts):
+        try:
+            tok = s.sampler.sample(srv.ctx, s.i_batch + j)
+        except LlamaError as exc:
+            srv._fail(s, str(exc), 400)
+            return j
+        if s.synth_rng.random() < srv.synth_probs[j] and not srv.vocab.is_eog(d):
+            s.sampler.accept(d, is_generated=False)
+            srv._accept(s, d, None)
+            if not s.busy:
+                return j
+            s.cache_tokens.append(d)
+            continue
+        s.sampler.accept(tok, is_generated=True)
+        srv._accept(s, tok, None)
+        return j
+    srv._sample_and_accept(s, s.i_batch + len(drafts))
+    return len(drafts)
 
 
 def prefill(srv: ServerContext, slot: Slot, n_keep: int) -> None:
