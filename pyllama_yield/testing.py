@@ -49,6 +49,16 @@ def _copy_tokenizer(writer, vocab: str) -> int:  # noqa: ANN001 - gguf.GGUFWrite
     return n_vocab
 
 
+def _write_and_rename(writer, tmp: Path, path: Path) -> Path:  # noqa: ANN001 - gguf.GGUFWriter
+    """Write the GGUF under its temporary name, then rename: a crash never leaves half a file."""
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(tmp, path)
+    return path
+
+
 def make_tiny_model(
     path: str | os.PathLike[str],
     *,
@@ -127,12 +137,7 @@ def make_tiny_model(
     norm("output_norm.weight")
     weight("output.weight", n_vocab, n_embd)
 
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(tmp, path)
-    return path
+    return _write_and_rename(writer, tmp, path)
 
 
 def make_draft_model(path: str | os.PathLike[str], *, seed: int = 1, **kwargs: object) -> Path:
@@ -177,12 +182,7 @@ def make_lora_adapter(
         b = rng.standard_normal((n_out, rank)) * strength / np.sqrt(rank)
         writer.add_tensor(f"{t.name}.lora_a", a.astype(np.float32))
         writer.add_tensor(f"{t.name}.lora_b", b.astype(np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(tmp, path)
-    return path
+    return _write_and_rename(writer, tmp, path)
 
 
 # --- the real model of the opt-in test tier and of the benchmarks --------------------------------
