@@ -118,6 +118,9 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
         enable_thinking={"on": True, "off": False}.get(settings.reasoning),
         pooling="rank" if settings.reranking else settings.pooling,
         lora=settings.lora_adapters,
+        cache_ram_mib=settings.cache_ram,
+        cache_idle_slots=settings.cache_idle_slots,
+        slot_prompt_similarity=settings.slot_prompt_similarity,
         progress=ProgressBar(f"loading {path.name}", cancel),
     )
 
@@ -154,6 +157,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pyllama_yield.cli import settings_from_args
 
     settings = settings_from_args(args)
+    if settings.verbose:  # the server's own debug lines (slots, prompt cache), as llama-server's -v
+        import logging
+
+        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+        logging.getLogger("pyllama_yield").setLevel(logging.DEBUG)
     from pyllama_yield.api import gcp
 
     port = gcp.port(settings.port)  # Vertex AI tells the port with AIP_HTTP_PORT

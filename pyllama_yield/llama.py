@@ -505,6 +505,9 @@ def _ggml_type(name: str) -> int:
     return value
 
 
+_SEQ_FLAGS_NONE = 0  # LLAMA_STATE_SEQ_FLAGS_NONE (a macro: not in the cffi declarations)
+
+
 def _attach_threadpools(ctx: Any, n_threads: int, n_threads_batch: int, poll: int) -> tuple[Any, ...]:
     """Give the context persistent CPU thread pools, as llama-server does (common_threadpools).
 
@@ -741,6 +744,23 @@ class Context(_Owner):
         n = lib.llama_state_set_data(self.ptr, data, len(data))
         if n == 0:
             raise LlamaError(_with_cause("llama.cpp rejected the state data"))
+
+    def seq_state_size(self, seq_id: int) -> int:
+        return lib.llama_state_seq_get_size_ext(self.ptr, seq_id, _SEQ_FLAGS_NONE)
+
+    def seq_state_bytes(self, seq_id: int) -> bytearray:
+        """One sequence's state (its KV cells), e.g. to keep a prompt in host memory."""
+        size = lib.llama_state_seq_get_size_ext(self.ptr, seq_id, _SEQ_FLAGS_NONE)
+        buf = bytearray(size)
+        n = lib.llama_state_seq_get_data_ext(self.ptr, ffi.from_buffer(buf), size, seq_id, _SEQ_FLAGS_NONE)
+        del buf[n:]
+        return buf
+
+    def load_seq_state_bytes(self, data: bytes | bytearray, seq_id: int) -> None:
+        """Put a state from :meth:`seq_state_bytes` (of a context like this one) into ``seq_id``."""
+        n = lib.llama_state_seq_set_data_ext(self.ptr, ffi.from_buffer(data), len(data), seq_id, _SEQ_FLAGS_NONE)
+        if n != len(data):
+            raise LlamaError(_with_cause(f"llama.cpp rejected the state of sequence {seq_id}"))
 
     def save_state_file(self, path: str | os.PathLike[str], tokens: Sequence[int]) -> None:
         toks = ffi.new("llama_token[]", list(tokens))

@@ -264,18 +264,24 @@ class ServerSettings(BaseSettings):
         help="reuse cached chunks of at least N tokens by shifting their KV (0: off)",
     )
     cache_ram: int = arg(
-        0,
+        8192,
         "-cram",
         "--cache-ram",
         env="LLAMA_ARG_CACHE_RAM",
-        supported="no host-memory prompt cache here (only 0 is accepted)",
+        help="host-memory prompt cache in MiB (-1: no limit, 0: off)",
     )
     cache_idle_slots: bool = arg(
-        False,
+        True,
         "--cache-idle-slots",
         neg=("--no-cache-idle-slots",),
         env="LLAMA_ARG_CACHE_IDLE_SLOTS",
-        supported="no host-memory prompt cache here",
+        help="on a new task, save idle slots to the prompt cache (and free them with a unified KV cache)",
+    )
+    slot_prompt_similarity: float = arg(
+        0.1,
+        "-sps",
+        "--slot-prompt-similarity",
+        help="share of a prompt a slot's cache must cover for the slot to be chosen (0: least recently used)",
     )
     sleep_idle_seconds: int = arg(
         -1, "--sleep-idle-seconds", help="free the context after this many idle seconds (-1: never)"
@@ -319,8 +325,6 @@ class ServerSettings(BaseSettings):
             extra = info.json_schema_extra or {}
             supported = extra.get("supported", True)  # type: ignore[union-attr]
             if supported is True or getattr(self, name) == info.default:
-                continue
-            if name == "cache_ram" and self.cache_ram == 0:
                 continue
             flag = extra["flags"][-1]  # type: ignore[index]
             raise UnsupportedFlagError(f"{flag}: {supported}")

@@ -26,9 +26,10 @@ from .client import ClientSide
 from .lora import LoraSet
 from .metrics import Stats
 from .params import DEFAULT_SEED, CompletionParams
-from .prompt_cache import reuse_chunks
+from .prompt_cache import PromptCache, reuse_chunks
 from .results import error_payload, progress_payload
 from .slot import Slot, SlotState, StopType, TextStream, common_prefix
+from .slot_choice import choose_slot, save_idle_slots, swap_cached_prompt
 from .task import CompletionTask
 
 __all__ = ["ServerContext"]
@@ -76,10 +77,15 @@ class ServerContext(BatchLoop, ClientSide):
         enable_thinking: bool | None = None,
         context_shift: bool = False,
         lora: Sequence[tuple[str | os.PathLike[str], float]] = (),
+        cache_ram_mib: int = 0,
+        cache_idle_slots: bool = False,
+        slot_prompt_similarity: float = 0.1,
     ) -> None:
         """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
         unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
-        training context. ``lora``: LoRA adapters with their scales (0: loaded, not applied)."""
+        training context. ``lora``: LoRA adapters with their scales (0: loaded, not applied).
+        ``cache_ram_mib``: the host-memory prompt cache (0: off, -1: no size limit), see
+        ``slot_choice``."""
         if n_parallel < 1 or n_batch < 1 or n_ctx < 0 or n_draft < 0:
             raise ValueError("n_parallel and n_batch must be >= 1, n_ctx >= 0, n_draft >= 0")
         self.model = Model(
@@ -119,6 +125,12 @@ class ServerContext(BatchLoop, ClientSide):
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
         self.loras = LoraSet(self.model, lora)
+        self.unified_kv = self._ctx_args["kv_unified"]
+        self.slot_prompt_similarity = slot_prompt_similarity
+        self.prompt_cache = PromptCache(cache_ram_mib, self.n_ctx_total) if cache_ram_mib != 0 else None
+        self.cache_idle_slots = cache_idle_slots and self.prompt_cache is not None
+        if self.cache_idle_slots:
+            log.debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__: idle slots go to the prompt cache when a task starts")
         # a template or a built-in name; the model's own otherwise (ChatML when it has none)
         self.chat = Chat(self.model, chat_template, use_jinja, reasoning_format, enable_thinking)
         self.defaults = defaults or CompletionParams()  # the server's sampling settings
@@ -274,24 +286,17 @@ class ServerContext(BatchLoop, ClientSide):
             raise ValueError("a completion task needs a CompletionTask (see ServerContext.make_tasks)")
         if not -1 <= ct.params.id_slot < self.n_parallel:
             raise ValueError(f"id_slot {ct.params.id_slot} out of range [-1, {self.n_parallel})")
-        slot = self._choose_slot(ct)
+        slot, update_cache = choose_slot(self.slots, ct, self.slot_prompt_similarity)
         if slot is None:
             task.id_slot = ct.params.id_slot
             self.queue.defer(task)  # resumed by pop_deferred_task when a slot frees
             self.stats.publish()
             return
+        if update_cache and self.prompt_cache is not None:
+            swap_cached_prompt(self, slot, ct.prompt_tokens)
         self._assign(slot, task.id, ct)
-
-    def _choose_slot(self, ct: CompletionTask) -> Slot | None:
-        if ct.params.id_slot >= 0:
-            slot = self.slots[ct.params.id_slot]
-            return None if slot.busy else slot
-        idle = [s for s in self.slots if not s.busy]
-        if not idle:
-            return None
-        # prompt cache: the idle slot that already holds the longest prefix of this prompt
-        cache = ct.params.cache_prompt
-        return max(idle, key=lambda s: (common_prefix(s.cache_tokens, ct.prompt_tokens) if cache else 0, -s.id))
+        if self.cache_idle_slots:
+            save_idle_slots(self)
 
     def _assign(self, slot: Slot, id_task: int, ct: CompletionTask) -> None:
         tokens = ct.prompt_tokens

@@ -1,16 +1,24 @@
-"""Reusing a slot's KV cache for a new prompt beyond their common prefix (``--cache-reuse``).
+"""Prompt caching beyond a slot's common prefix: ports of llama-server's two mechanisms.
 
-A port of llama-server's chunk reuse: after the common prefix, every run of at least ``n_min``
-tokens that the cache and the prompt share is shifted in the KV cache to where the prompt has it,
-instead of being computed again (e.g. a chat whose middle was edited, a document re-sent after a
-changed header). What lies between reused chunks is dropped.
+- Chunk reuse (``--cache-reuse``): after the common prefix, every run of at least ``n_min`` tokens
+  that the slot's cache and the new prompt share is shifted in the KV cache to where the prompt
+  has it, instead of being computed again (e.g. a chat whose middle was edited). What lies between
+  reused chunks is dropped.
+- The host-memory prompt cache (``--cache-ram``): :class:`PromptCache`.
 """
 
 from __future__ import annotations
 
-from ..llama import Context
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = ["reuse_chunks"]
+from ..llama import Context
+from .slot import common_prefix
+
+__all__ = ["CachedPrompt", "PromptCache", "reuse_chunks"]
+
+log = logging.getLogger("pyllama_yield.server")
 
 
 def reuse_chunks(ctx: Context, seq_id: int, cache: list[int], prompt: list[int], n_past: int, n_min: int) -> int:
@@ -35,3 +43,85 @@ def reuse_chunks(ctx: Context, seq_id: int, cache: list[int], prompt: list[int],
         head_p += n_match
         n_past = head_p
     return n_past
+
+
+@dataclass
+class CachedPrompt:
+    tokens: list[int]
+    target: bytearray  # the sequence's state in the target context
+    draft: bytearray  # and in the draft model's context (empty without one)
+    lora: tuple[float, ...] = ()  # the LoRA scales it was computed with
+
+    @property
+    def size(self) -> int:
+        return len(self.target) + len(self.draft)
+
+
+class PromptCache:
+    """Prompts kept in host memory (``--cache-ram`` MiB; llama-server's server_prompt_cache).
+
+    A slot about to take a task it shares little with saves its prompt here, then loads the cached
+    prompt that best fits the task, so the conversation a client comes back to does not have to be
+    evaluated again. Oldest entries go first when the size limit, or the token limit (the context
+    size, raised while the entries are small), is reached. Loop thread only.
+    """
+
+    def __init__(self, limit_mib: int, limit_tokens: int) -> None:
+        self.limit_bytes = max(limit_mib, 0) * 1024 * 1024  # 0: no limit (-1 on the command line)
+        self.limit_tokens = limit_tokens
+        self.states: list[CachedPrompt] = []  # oldest first
+
+    def size(self) -> int:
+        return sum(s.size for s in self.states)
+
+    def n_tokens(self) -> int:
+        return sum(len(s.tokens) for s in self.states)
+
+    def save(
+        self,
+        tokens: list[int],
+        size: int,
+        read: Callable[[], tuple[bytearray, bytearray]],
+        lora: tuple[float, ...] = (),
+    ) -> bool:
+        """Keep ``tokens`` with the state ``read()`` gives (``size`` bytes, known beforehand);
+        False when they are cached already or cannot fit."""
+        if not tokens or any(common_prefix(s.tokens, tokens) == len(tokens) for s in self.states):
+            return False
+        if self.limit_bytes and size > self.limit_bytes:
+            log.warning("prompt state of %.1f MiB exceeds --cache-ram: not cached", size / 2**20)
+            return False
+        # what the new prompt contains is obsolete; then make room, oldest first
+        self.states = [s for s in self.states if common_prefix(s.tokens, tokens) < len(s.tokens)]
+        while self.states and self.limit_bytes and self.size() + size > self.limit_bytes:
+            self.states.pop(0)
+        target, draft = read()
+        self.states.append(CachedPrompt(list(tokens), target, draft, lora))
+        return True
+
+    def take_best(self, current: list[int], new: list[int]) -> CachedPrompt | None:
+        """The cached prompt that fits ``new`` better than the slot's ``current`` one, both in the
+        share of the cached prompt kept and in the share of ``new`` covered; removed from the cache.
+        A cached prompt that would keep less than a quarter of itself is left alone."""
+        lcp = common_prefix(current, new)
+        f_keep = lcp / len(current) if current else -1.0  # an empty slot: any entry is better
+        f_sim = lcp / len(new) if new else 0.0
+        best = None
+        for s in self.states:
+            n = common_prefix(s.tokens, new)
+            keep, sim = n / len(s.tokens), n / len(new) if new else 0.0
+            if keep >= 0.25 and keep > f_keep and sim > f_sim:
+                best, f_keep, f_sim = s, keep, sim
+        if best is not None:
+            self.states.remove(best)
+        return best
+
+    def update(self) -> None:
+        """Apply the limits: the size one, then the token one (raised as far as the size limit
+        allows at the entries' average size per token)."""
+        while self.states and self.limit_bytes and self.size() > self.limit_bytes:
+            self.states.pop(0)
+        per_token = max(1.0, self.size() / max(1, self.n_tokens()))
+        limit = max(self.limit_tokens, int(self.limit_bytes / per_token)) if self.limit_bytes else self.limit_tokens
+        while self.states and limit and self.n_tokens() > limit:
+            self.states.pop(0)

@@ -58,6 +58,7 @@ class Slot:
     n_probs_sent: int = 0  # of which already streamed
     synth_rng: Any = None  # random.Random for --spec-synth-rates
     lora: tuple[float, ...] = ()  # the LoRA scales its task decodes with (what its cache holds)
+    t_last_used: float = -1.0  # when it last finished a task (least recently used goes first)
 
     def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int, context_shift: bool = False) -> StopType:
         """Record a generated token and tell whether generation stops here, and why (the checks
@@ -99,6 +100,8 @@ class Slot:
         self.n_prompt_processed = 0
 
     def reset(self) -> None:
+        if self.busy:
+            self.t_last_used = now()
         self.state = SlotState.IDLE
         self.id_task = -1
         self.task = None

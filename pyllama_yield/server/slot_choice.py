@@ -1,0 +1,111 @@
+"""Which slot takes a completion, and the host-memory prompt cache around that choice, as in
+llama-server (``get_available_slot``):
+
+1. the slot the request names (``id_slot``), else
+2. the idle slot whose cached tokens cover the largest share of the prompt, if that share is above
+   ``--slot-prompt-similarity`` (0.1), else
+3. the least recently used idle slot.
+
+A slot picked by (3), or by (2) while keeping less than half of what it holds, first saves its
+prompt to the host-memory cache (``--cache-ram``) and loads the cached prompt that fits the new one
+best, if any does. With ``--cache-idle-slots``, starting a task also saves the idle slots' prompts
+(and, with a unified KV cache, frees their cells for the busy ones).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..llama import LlamaError
+from .slot import Slot, common_prefix
+
+if TYPE_CHECKING:
+    from .context import ServerContext
+    from .task import CompletionTask
+
+__all__ = ["choose_slot", "save_idle_slots", "swap_cached_prompt"]
+
+log = logging.getLogger("pyllama_yield.server")
+
+
+def choose_slot(slots: list[Slot], ct: CompletionTask, similarity: float) -> tuple[Slot | None, bool]:
+    """The slot for ``ct`` (None: wait for one) and whether to update the prompt cache first."""
+    tokens = ct.prompt_tokens
+    named = slots[ct.params.id_slot] if ct.params.id_slot >= 0 else None
+    if named is not None and named.busy:
+        return None, False
+    chosen, update_cache = named, False
+    if similarity > 0 and tokens:
+        best = 0.0
+        for s in slots:
+            if s.busy or not s.cache_tokens or (named is not None and s is not named):
+                continue
+            sim = common_prefix(s.cache_tokens, tokens) / len(tokens)
+            if sim > best and sim > similarity:
+                best, chosen = sim, s
+        if chosen is not None and best > 0:
+            update_cache = best * len(tokens) / len(chosen.cache_tokens) < 0.5  # it would lose most
+    if chosen is None:
+        idle = [s for s in slots if not s.busy]
+        if not idle:
+            return None, False
+        chosen = min(idle, key=lambda s: (s.t_last_used, s.id))
+        update_cache = True
+    return chosen, update_cache
+
+
+def _save(srv: ServerContext, slot: Slot) -> bool:
+    cache = srv.prompt_cache
+    assert cache is not None
+    ctxs = [c for c in (srv.ctx, srv.draft_ctx) if c is not None]
+    size = sum(c.seq_state_size(slot.id) for c in ctxs) if slot.cache_tokens else 0
+
+    def read() -> tuple[bytearray, bytearray]:
+        draft = srv.draft_ctx.seq_state_bytes(slot.id) if srv.draft_ctx is not None else bytearray()
+        return srv.ctx.seq_state_bytes(slot.id), draft
+
+    return cache.save(slot.cache_tokens, size, read, slot.lora)
+
+
+def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> None:
+    """Save ``slot``'s prompt to the host-memory cache, then load the cached prompt that fits
+    ``tokens`` better than what the slot holds (the slot is emptied if loading fails)."""
+    cache = srv.prompt_cache
+    assert cache is not None
+    log.debug("updating prompt cache")
+    _save(srv, slot)
+    best = cache.take_best(slot.cache_tokens, tokens)
+    if best is not None:
+        try:
+            for ctx, data in ((srv.ctx, best.target), (srv.draft_ctx, best.draft)):
+                if ctx is not None and data:
+                    ctx.seq_rm(slot.id)
+                    ctx.load_seq_state_bytes(data, slot.id)
+            slot.cache_tokens, slot.lora = best.tokens, best.lora
+            log.debug("slot %d: loaded a cached prompt of %d tokens", slot.id, len(best.tokens))
+        except LlamaError:
+            log.warning("slot %d: could not load a cached prompt; starting empty", slot.id)
+            clear(srv, slot)
+    cache.update()
+
+
+def save_idle_slots(srv: ServerContext) -> None:
+    """``--cache-idle-slots``: a task started, so keep the idle slots' prompts in host memory; with
+    a unified KV cache their cells are worth more to the busy slots."""
+    for slot in srv.slots:
+        if slot.busy:
+            continue
+        if _save(srv, slot):
+            log.debug("slot %d: __TEST_TAG_CACHE_IDLE_SLOT__ (saved to the prompt cache)", slot.id)
+            assert srv.prompt_cache is not None
+            srv.prompt_cache.update()
+        if srv.unified_kv:
+            clear(srv, slot)
+
+
+def clear(srv: ServerContext, slot: Slot) -> None:
+    for ctx in (srv.ctx, srv.draft_ctx):
+        if ctx is not None:
+            ctx.seq_rm(slot.id)
+    slot.cache_tokens = []
