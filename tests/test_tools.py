@@ -205,3 +205,73 @@ def test_anthropic_messages_with_tools_streaming_and_not(tool_server):
     assert answer["type"] == "message" and answer["stop_reason"] in ("end_turn", "max_tokens", "tool_use")
     count = httpx.post(f"{base}/v1/messages/count_tokens", json=follow, timeout=60).json()
     assert count["input_tokens"] > msg["usage"]["input_tokens"]
+
+
+RESPONSES_TOOL = {"type": "function", "name": "get_weather", "description": "weather", **{
+    "parameters": CITY["function"]["parameters"]}}  # fmt: skip
+
+
+def test_openai_responses_with_tools_streaming_and_not(tool_server):
+    """``/v1/responses`` through the openai client: function calls as output items, their result
+    sent back as a function_call_output item, the answer as a message; streamed as named events."""
+    kw = dict(
+        model="tiny",
+        input=[{"role": "user", "content": "Weather in Paris?"}],
+        instructions="You answer with tools.",
+        tools=[RESPONSES_TOOL],
+        tool_choice="required",
+        max_output_tokens=40,
+        temperature=0.8,
+        extra_body={"seed": 4, "cache_prompt": False},
+    )
+    res = tool_server.responses.create(**kw)
+    assert res.id.startswith("resp_") and res.status == "completed" and res.object == "response"
+    (call,) = [o for o in res.output if o.type == "function_call"][:1]
+    assert call.name == "get_weather" and call.call_id.startswith("call_") and call.id.startswith("fc_")
+    assert json.loads(call.arguments)["city"] in ("Paris", "Rome")
+    assert res.usage.input_tokens > 0 and res.usage.output_tokens > 0
+
+    events = list(tool_server.responses.create(**kw, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
+    added = [e.item for e in events if e.type == "response.output_item.added"]
+    assert added[0].type == "function_call" and added[0].name == "get_weather"
+    deltas = [e for e in events if e.type == "response.function_call_arguments.delta"]
+    args = "".join(e.delta for e in deltas if e.item_id == added[0].id)
+    assert json.loads(args) == json.loads(call.arguments)  # the same seed: the same call
+    assert events[-1].response.id == events[0].response.id
+
+    follow = {**kw, "tool_choice": "auto", "max_output_tokens": 6, "input": [
+        *kw["input"],
+        {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "21 C"},
+    ]}  # fmt: skip
+    answer = tool_server.responses.create(**follow)
+    assert answer.status == "completed" and answer.usage.input_tokens > res.usage.input_tokens
+    count = tool_server.post("/responses/input_tokens", body={"input": follow["input"]}, cast_to=object)
+    assert count["object"] == "response.input_tokens" and count["input_tokens"] > 0
+    with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+        tool_server.responses.create(**kw, previous_response_id="resp_x")
+
+
+def test_openai_responses_text_streaming_and_not(tool_server):
+    kw = dict(
+        model="tiny",
+        input="Say something.",
+        max_output_tokens=8,
+        temperature=0.0,
+        extra_body={"ignore_eos": True, "cache_prompt": False},
+    )
+    res = tool_server.responses.create(**kw)
+    (msg,) = res.output
+    assert msg.type == "message" and msg.id.startswith("msg_") and res.output_text
+    assert res.usage.output_tokens == 8
+    events = list(tool_server.responses.create(**kw, stream=True))
+    by_type = {e.type: e for e in events}
+    msg_id = by_type["response.output_item.added"].item.id
+    for kind in ("response.content_part.added", "response.output_text.done", "response.content_part.done"):
+        assert by_type[kind].item_id == msg_id
+    assert by_type["response.output_item.done"].item.id == msg_id
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == by_type["response.output_text.done"].text == by_type["response.completed"].response.output_text
+    assert text == res.output_text  # greedy: the same answer streamed or not

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from .app_state import AppState, json_body
+from .bridge import named_event_sse
 from .chat import ChatAnswer, render_chat
 from .errors import ApiError
 
@@ -247,10 +248,6 @@ class MessagesAnswer(ChatAnswer):
         return out
 
 
-def anthropic_sse(item: dict[str, Any]) -> str:
-    return f"event: {item['event']}\ndata: {json.dumps(item['data'])}\n\n"
-
-
 async def messages(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = to_openai(await json_body(request))
@@ -258,7 +255,7 @@ async def messages(request: Request) -> Response:
     tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
     shape = MessagesAnswer(state, parse)
     if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, shape.chunks, done=None, frame=anthropic_sse)
+        return await state.bridge.stream(tasks, shape.chunks, done=None, frame=named_event_sse)
     finals = await state.bridge.run_to_end(request, tasks)
     return JSONResponse(shape.message(finals[0]))
 

@@ -94,6 +94,8 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/chat/completions", chat.chat_completions, ["POST"], False),
     ("/v1/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
     ("/chat/completions/input_tokens", chat.count_tokens, ["POST"], False),
+    ("/v1/responses", responses.responses, ["POST"], False),
+    ("/responses", responses.responses, ["POST"], False),
     ("/v1/responses/input_tokens", responses.count_tokens, ["POST"], False),
     ("/responses/input_tokens", responses.count_tokens, ["POST"], False),
     ("/v1/messages", anthropic.messages, ["POST"], False),

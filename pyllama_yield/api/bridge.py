@@ -24,13 +24,18 @@ from ..queue import ResponseReader, Result, Task, TaskType
 from ..server import CompletionParams, CompletionTask, ContextOverflowError, ServerContext
 from .errors import ApiError, error_json, result_error
 
-__all__ = ["Bridge", "sse"]
+__all__ = ["Bridge", "named_event_sse", "sse"]
 
 T = TypeVar("T")
 
 
 def sse(item: Any) -> str:
     return f"data: {item if isinstance(item, str) else json.dumps(item)}\n\n"
+
+
+def named_event_sse(item: dict[str, Any]) -> str:
+    """An SSE event with a name (Anthropic's and OpenAI Responses' streams): ``{"event", "data"}``."""
+    return f"event: {item['event']}\ndata: {json.dumps(item['data'])}\n\n"
 
 
 class DisconnectWatch:

@@ -1,42 +1,103 @@
-"""OpenAI Responses requests (``/v1/responses``): their ``input`` read as a chat.
+"""OpenAI Responses (``/v1/responses``, ``/v1/responses/input_tokens``) over the chat path.
 
-Only token counting (``/v1/responses/input_tokens``) is served so far; generation through the
-Responses API is not built. The conversion follows llama-server's
-``server_chat_convert_responses_to_chatcmpl`` for text: ``instructions`` become a system message,
-a string ``input`` a user message, and input items with text content keep their roles.
+As llama-server does it (``server_chat_convert_responses_to_chatcmpl`` and the ``oai_resp``
+result shapes): the request's ``input`` items become chat messages (``instructions`` a system
+message, function calls and their outputs assistant tool calls and tool messages), the chat is
+rendered and parsed by the model's template, and the answer comes back as ``output`` items
+(reasoning, message, function calls), or streamed as named events. Unlike OpenAI's service there
+is no stored state: ``previous_response_id`` is refused.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..queue import Result
+from ..server.chat import ChatState, new_id
 from .app_state import AppState, json_body
-from .chat import render_chat
+from .bridge import named_event_sse
+from .chat import ChatAnswer, render_chat
 from .errors import ApiError
 
-_TEXT_PARTS = {"input_text", "output_text", "text"}
-_ROLES = {"user", "system", "developer", "assistant"}
+__all__ = ["count_tokens", "responses", "responses_to_chat"]
 
 
-def _message(item: Any) -> dict[str, Any]:
-    if not isinstance(item, dict) or item.get("role") not in _ROLES:
-        kind = item.get("type") if isinstance(item, dict) else type(item).__name__
-        raise ApiError(f"unsupported Responses input item: {kind!r} (only text messages are supported)")
-    content = item.get("content")
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") not in _TEXT_PARTS:
-                raise ApiError("unsupported Responses content part (only text is supported)")
-            texts.append(str(part.get("text", "")))
-        content = "".join(texts)
-    if not isinstance(content, str):
-        raise ApiError("'content' must be a string or a list of text parts")
-    role = "system" if item["role"] == "developer" else item["role"]
-    return {"role": role, "content": content}
+def _text_parts(content: Any, allowed: dict[str, str], what: str) -> list[dict[str, Any]]:
+    """Content parts of an input item as chat parts; ``allowed`` maps a part type to its text key."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise ApiError(f"'content' of {what} must be a string or an array")
+    parts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "input_image":
+            if "image_url" not in part:
+                raise ApiError("'image_url' is required")
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        elif kind == "refusal" and "refusal" in allowed:
+            parts.append({"type": "refusal", "refusal": str(part.get("refusal", ""))})
+        elif kind in allowed:
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise ApiError(f"'{kind}' requires 'text'")
+            parts.append({"type": "text", "text": text})
+        elif kind == "input_file":
+            raise ApiError("'input_file' is not supported by llamacpp at this moment")
+        else:
+            raise ApiError(f"'type' must be one of {', '.join(repr(k) for k in allowed)} in {what}")
+    return parts
+
+
+def _item_to_messages(item: Any, messages: list[dict[str, Any]]) -> None:
+    """Append one ``input`` item to ``messages`` (an assistant item continues the previous
+    assistant message, as llama-server merges them)."""
+    if not isinstance(item, dict):
+        raise ApiError("'input' items must be objects")
+    prev = messages[-1] if messages and messages[-1].get("role") == "assistant" else None
+    role, kind = item.get("role"), item.get("type")
+    if role in ("user", "system", "developer"):
+        parts = _text_parts(item.get("content"), {"input_text": "text"}, "an input message")
+        messages.append({"role": role, "content": parts})
+    elif role == "assistant" and kind in (None, "message"):
+        parts = _text_parts(
+            item.get("content"), {"output_text": "text", "input_text": "text", "refusal": ""}, "an output message"
+        )
+        if prev is not None and isinstance(prev.get("content"), list):
+            prev["content"] += parts
+        else:
+            messages.append({"role": "assistant", "content": parts})
+    elif kind == "function_call":
+        if not all(isinstance(item.get(k), str) for k in ("call_id", "name", "arguments")):
+            raise ApiError("a 'function_call' item needs 'call_id', 'name' and 'arguments' strings")
+        call = {
+            "type": "function",
+            "id": item["call_id"],
+            "function": {"name": item["name"], "arguments": item["arguments"]},
+        }
+        if prev is not None:
+            prev.setdefault("tool_calls", []).append(call)
+        else:
+            messages.append({"role": "assistant", "tool_calls": [call]})
+    elif kind == "function_call_output":
+        output = item.get("output")
+        if not isinstance(output, str):
+            output = _text_parts(output, {"input_text": "text"}, "a function call output")
+        messages.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": output})
+    elif kind == "reasoning":
+        content = item.get("content")
+        if not isinstance(content, list) or not content or not isinstance(content[0].get("text"), str):
+            raise ApiError("a 'reasoning' item needs 'content' with a text part")
+        if prev is not None:
+            prev["reasoning_content"] = content[0]["text"]
+        else:
+            messages.append({"role": "assistant", "content": [], "reasoning_content": content[0]["text"]})
+    else:
+        raise ApiError("Cannot determine type of 'item'")
 
 
 def responses_to_chat(body: dict[str, Any]) -> dict[str, Any]:
@@ -45,19 +106,198 @@ def responses_to_chat(body: dict[str, Any]) -> dict[str, Any]:
         raise ApiError("'input' is required")
     if body.get("previous_response_id"):
         raise ApiError("llama.cpp does not support 'previous_response_id'.")
-    chat = {k: v for k, v in body.items() if k not in ("input", "instructions")}
-    messages = []
+    drop = ("input", "instructions", "tools", "max_output_tokens", "reasoning", "text")
+    chat = {k: v for k, v in body.items() if k not in drop}
+    messages: list[dict[str, Any]] = []
     if "instructions" in body:
         messages.append({"role": "system", "content": str(body.get("instructions") or "")})
     given = body["input"]
     if isinstance(given, str):
         messages.append({"role": "user", "content": given})
     elif isinstance(given, list):
-        messages += [_message(item) for item in given]
+        for item in given:
+            _item_to_messages(item, messages)
     else:
-        raise ApiError("'input' must be a string or a list of input items")
+        raise ApiError("'input' must be a string or array of objects")
     chat["messages"] = messages
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise ApiError("'tools' must be an array of objects")
+        functions = [
+            {"type": "function", "function": {"strict": True, **{k: v for k, v in t.items() if k != "type"}}}
+            for t in tools
+            if isinstance(t, dict) and t.get("type") == "function"
+        ]
+        if functions:
+            chat["tools"] = functions
+    if body.get("max_output_tokens") is not None:
+        chat["max_tokens"] = body["max_output_tokens"]
+    if isinstance(body.get("reasoning"), dict) and body["reasoning"].get("effort"):
+        chat["reasoning_effort"] = body["reasoning"]["effort"]
+    fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):  # structured output
+        schema = {k: v for k, v in fmt.items() if k != "type"}
+        chat["response_format"] = {"type": fmt["type"], **({"json_schema": schema} if schema else {})}
     return chat
+
+
+def _usage(p: dict[str, Any]) -> dict[str, Any]:
+    n_in, n_out = p["tokens_evaluated"], p["tokens_predicted"]
+    return {
+        "input_tokens": n_in,
+        "output_tokens": n_out,
+        "total_tokens": n_in + n_out,
+        "input_tokens_details": {"cached_tokens": p.get("n_prompt_tokens_cache", 0)},
+    }
+
+
+class ResponseAnswer(ChatAnswer):
+    """The chat's answer as a Responses object, or as its stream of named events."""
+
+    def __init__(self, state: AppState, parse: dict[str, Any]) -> None:
+        super().__init__(state, include_usage=False, verbose=False, parse=parse)
+        self.id = "resp_" + new_id()
+        self.msg_id, self.rs_id = "msg_" + new_id(), "rs_" + new_id()
+        self.created = int(time.time())
+        self.open: set[str] = set()  # the output items streamed so far: "created", "message", ...
+
+    def _items(self, st: ChatState) -> list[dict[str, Any]]:
+        m, out = st.msg, []
+        if m["reasoning_content"]:
+            out.append(self._reasoning(m["reasoning_content"]))
+        if m["content"]:
+            out.append(self._message(m["content"]))
+        out += [self._call(c, "completed") for c in m["tool_calls"]]
+        return out
+
+    def _reasoning(self, text: str) -> dict[str, Any]:
+        content = [{"text": text, "type": "reasoning_text"}]
+        return {"id": self.rs_id, "summary": [], "type": "reasoning", "content": content, "encrypted_content": ""}
+
+    def _message(self, text: str, status: str = "completed") -> dict[str, Any]:
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+        return {
+            "content": [part] if text else [],
+            "id": self.msg_id,
+            "role": "assistant",
+            "status": status,
+            "type": "message",
+        }
+
+    @staticmethod
+    def _call(call: dict[str, Any], status: str) -> dict[str, Any]:
+        return {
+            "id": "fc_" + call["id"],
+            "type": "function_call",
+            "status": status,
+            "arguments": call["arguments"],
+            "call_id": "call_" + call["id"],
+            "name": call["name"],
+        }
+
+    def response(self, p: dict[str, Any]) -> dict[str, Any]:
+        st = self._state(p["index"])
+        st.update(p["content"], is_partial=False)
+        return {
+            "completed_at": int(time.time()),
+            "created_at": self.created,
+            "id": self.id,
+            "model": self.head["model"],
+            "object": "response",
+            "output": self._items(st),
+            "status": "completed",
+            "usage": _usage(p),
+            "timings": p["timings"],
+        }
+
+    @staticmethod
+    def _event(name: str, **data: Any) -> dict[str, Any]:
+        return {"event": name, "data": {"type": name, **data}}
+
+    def chunks(self, r: Result) -> list[Any]:
+        p = r.payload
+        head = {"id": self.id, "object": "response", "status": "in_progress"}
+        events = []
+        if "created" not in self.open:
+            self.open.add("created")
+            events += [
+                self._event("response.created", response=head),
+                self._event("response.in_progress", response=head),
+            ]
+        elif "prompt_progress" in p:
+            events.append(self._event("response.in_progress", response=head))
+        st = self._state(p["index"])
+        for d in st.update(p["content"], is_partial=not r.is_final):
+            events += self._delta_events(d, st)
+        if r.is_final:
+            events += self._done_events(st, p)
+        if events and "prompt_progress" in p:
+            events[-1]["data"]["prompt_progress"] = p["prompt_progress"]
+        if events and "timings" in p:
+            events[-1]["data"]["timings"] = p["timings"]
+        return events
+
+    def _delta_events(self, d: dict[str, Any], st: ChatState) -> list[dict[str, Any]]:
+        out = []
+        if "reasoning_content" in d:
+            if "reasoning" not in self.open:
+                self.open.add("reasoning")
+                item = {**self._reasoning(""), "content": [], "status": "in_progress"}
+                out.append(self._event("response.output_item.added", item=item))
+            out.append(self._event("response.reasoning_text.delta", delta=d["reasoning_content"], item_id=self.rs_id))
+        if "content" in d:
+            if "message" not in self.open:
+                self.open.add("message")
+                out.append(self._event("response.output_item.added", item=self._message("", "in_progress")))
+                part = {"type": "output_text", "text": ""}
+                out.append(self._event("response.content_part.added", item_id=self.msg_id, part=part))
+            out.append(self._event("response.output_text.delta", item_id=self.msg_id, delta=d["content"]))
+        for call in d.get("tool_calls", []):
+            full = st.msg["tool_calls"][call["index"]]
+            if "id" in call:  # a new call
+                item = {**self._call(full, "in_progress"), "arguments": ""}
+                out.append(self._event("response.output_item.added", item=item))
+            args = call.get("function", {}).get("arguments")
+            if args:
+                item_id = "fc_" + full["id"]
+                out.append(self._event("response.function_call_arguments.delta", delta=args, item_id=item_id))
+        return out
+
+    def _done_events(self, st: ChatState, p: dict[str, Any]) -> list[dict[str, Any]]:
+        m, out = st.msg, []
+        if m["reasoning_content"]:
+            out.append(self._event("response.output_item.done", item=self._reasoning(m["reasoning_content"])))
+        if m["content"]:
+            part = self._message(m["content"])["content"][0]
+            out.append(self._event("response.output_text.done", item_id=self.msg_id, text=m["content"]))
+            out.append(self._event("response.content_part.done", item_id=self.msg_id, part=part))
+            out.append(self._event("response.output_item.done", item=self._message(m["content"])))
+        out += [self._event("response.output_item.done", item=self._call(c, "completed")) for c in m["tool_calls"]]
+        done = {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": "completed",
+            "model": self.head["model"],
+            "output": self._items(st),
+            "usage": _usage(p),
+        }
+        out.append(self._event("response.completed", response=done))
+        return out
+
+
+async def responses(request: Request) -> Response:
+    state: AppState = request.app.state.pyllama
+    state, llama_body, parse = await render_chat(state, responses_to_chat(await json_body(request)))
+    tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
+    if len(tasks) != 1:
+        raise ApiError("a Responses request gives one answer ('n' must be 1)")
+    shape = ResponseAnswer(state, parse)
+    if tasks[0].params.stream:
+        return await state.bridge.stream(tasks, shape.chunks, done=None, frame=named_event_sse)
+    finals = await state.bridge.run_to_end(request, tasks)
+    return JSONResponse(shape.response(finals[0]))
 
 
 async def count_tokens(request: Request) -> Response:

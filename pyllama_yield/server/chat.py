@@ -116,7 +116,8 @@ def _continuation(body: dict[str, Any], inputs: dict[str, Any]) -> None:
         raise ValueError("Cannot set both add_generation_prompt and continue_final_message to true.")
 
 
-def _tool_call_id() -> str:
+def new_id() -> str:
+    """32 random letters and digits: the ids of tool calls and of Responses items (as llama-server)."""
     return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
 
 
@@ -140,7 +141,7 @@ class ChatState:
             new = {"role": "assistant", "content": self.text, "reasoning_content": "", "tool_calls": []}
         for i, call in enumerate(new["tool_calls"]):
             if len(self._ids) <= i:
-                self._ids.append(call["id"] or _tool_call_id())
+                self._ids.append(call["id"] or new_id())
             call["id"] = self._ids[i]
         diffs = message_diffs(self.msg, new)
         self.msg = new
