@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from ..server.params import schema_or_any_object
+from ..server.sampling import schema_or_any_object
 from .errors import ApiError
 
 __all__ = ["ChatRequest", "chat_to_llama", "completion_to_llama"]
