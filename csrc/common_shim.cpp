@@ -91,6 +91,17 @@ common_params_sampling sampling_params_from_json(const common_json & j) {
     read(j, "dry_sequence_breakers", p.dry_sequence_breakers);
     read(j, "grammar_lazy", p.grammar_lazy);
     read(j, "generation_prompt", p.generation_prompt);
+    // the reasoning budget: token sequences that open and close the thinking section, and what
+    // is forced once the budget is spent (the tags come from the chat template, as in llama-server)
+    read(j, "reasoning_budget_tokens", p.reasoning_budget_tokens);
+    read(j, "reasoning_budget_start", p.reasoning_budget_start);
+    if (j.contains("reasoning_budget_end")) {  // common_json has no vector<vector<int>> getter
+        for (const auto & seq : j.at("reasoning_budget_end")) {
+            p.reasoning_budget_end.push_back(seq.get<std::vector<llama_token>>());
+        }
+    }
+    read(j, "reasoning_budget_forced", p.reasoning_budget_forced);
+    read(j, "reasoning_control", p.reasoning_control);
     if (j.contains("samplers")) {
         p.samplers = common_sampler_types_from_names(j.at("samplers").get<std::vector<std::string>>());
     }

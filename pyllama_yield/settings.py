@@ -237,7 +237,18 @@ class ServerSettings(BaseSettings):
     reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] = arg(
         "deepseek", "--reasoning-format", env="LLAMA_ARG_THINK", help="where reasoning goes in answers"
     )
-    reasoning_budget: int = arg(-1, "--reasoning-budget", env="LLAMA_ARG_THINK_BUDGET", supported=NOT_YET)
+    reasoning_budget: int = arg(
+        -1,
+        "--reasoning-budget",
+        env="LLAMA_ARG_THINK_BUDGET",
+        help="thinking tokens allowed (-1: no limit, 0: end thinking at once)",
+    )
+    reasoning_budget_message: str | None = arg(
+        None,
+        "--reasoning-budget-message",
+        env="LLAMA_ARG_THINK_BUDGET_MESSAGE",
+        help="text forced before the end-of-thinking tag when the budget is spent",
+    )
 
     # --- llama-server features not built yet: an error if asked for
     embedding: bool = arg(
@@ -394,8 +405,11 @@ class ServerSettings(BaseSettings):
             "ignore_eos": self.ignore_eos,
             "n_keep": self.keep,
             "n_cache_reuse": self.cache_reuse,
+            "reasoning_budget_tokens": self.reasoning_budget,
             "verbose": self.verbose,
         }
+        if self.reasoning_budget_message is not None:
+            fields["reasoning_budget_message"] = self.reasoning_budget_message
         if self.samplers:
             fields["samplers"] = [s for s in self.samplers.split(";") if s]
         if self.grammar:

@@ -74,7 +74,7 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
 @pytest.mark.parametrize(
     "argv, flag",
     [
-        (["--reasoning-budget", "10"], "--reasoning-budget"),
+        (["--spec-synth-len", "2"], "--spec-synth-len"),
         (["--hf-repo", "a/b"], "--hf-repo"),
         (["--ui"], "--webui"),
     ],

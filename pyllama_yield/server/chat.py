@@ -88,6 +88,7 @@ class Chat:
         if p["grammar"]:
             fields["grammar"] = p["grammar"]
             fields["grammar_type"] = "tool_calls"
+        fields.update(_reasoning_budget(body, p))
         parse = {
             "format": p["format"],
             "format_name": p["format_name"],
@@ -180,4 +181,23 @@ def message_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, An
         elif call["arguments"] != prev["arguments"] and call["arguments"].startswith(prev["arguments"]):
             more = call["arguments"][len(prev["arguments"]) :]
             out.append({"tool_calls": [{"index": i, "function": {"arguments": more}}]})
+    return out
+
+
+def _reasoning_budget(body: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    """The reasoning-budget fields of a chat whose template has thinking tags (llama-server's
+    rules): the request's ``reasoning_budget_tokens`` (or ``thinking_budget_tokens``) else the
+    server's ``--reasoning-budget``, the template's tags, the message forced before the end tag."""
+    if not p["thinking_end_tags"]:
+        return {}
+    out: dict[str, Any] = {
+        "reasoning_budget_start_tag": p["thinking_start_tag"],
+        "reasoning_budget_end_tags": p["thinking_end_tags"],
+        "reasoning_control": bool(body.get("reasoning_control", False)),
+    }
+    budget = body.get("reasoning_budget_tokens", body.get("thinking_budget_tokens", -1))
+    if budget != -1:  # else the server's default applies
+        out["reasoning_budget_tokens"] = budget
+    if "reasoning_budget_message" in body:
+        out["reasoning_budget_message"] = body["reasoning_budget_message"]
     return out

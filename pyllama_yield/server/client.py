@@ -129,7 +129,11 @@ class ClientSide:
     def render_chat_request(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """A chat request's llama-server fields (prompt, tool-call grammar, stops) and the
         parameters to read the answer back with; see ``chat.Chat.render``."""
-        return self.chat.render(body)
+        fields, parse = self.chat.render(body)
+        if "reasoning_budget_end_tags" in fields and "reasoning_budget_message" not in fields:
+            # a chat always forces its end tag when the budget is spent, after the server's message
+            fields["reasoning_budget_message"] = self.defaults.reasoning_budget_message or ""
+        return fields, parse
 
     def describe(self, model_path: str | os.PathLike[str]) -> dict[str, Any]:
         """What ``/props`` and ``/v1/models`` tell about the served model."""

@@ -154,6 +154,16 @@ class CompletionParams(BaseModel):
     preserved_tokens: list[str] = Field(default_factory=list)
     generation_prompt: str | None = None
 
+    # the reasoning budget: thinking tokens allowed between the start tag and an end tag, after
+    # which the message and the first end tag are forced (-1: no limit)
+    reasoning_budget_tokens: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = -1
+    reasoning_budget_start_tag: str | None = None
+    reasoning_budget_end_tags: list[str] | str | None = Field(
+        None, validation_alias=AliasChoices("reasoning_budget_end_tags", "reasoning_budget_end_tag")
+    )
+    reasoning_budget_message: str | None = None
+    reasoning_control: Bool = False
+
     # LoRA adapters for this request, [{"id": i, "scale": s}]: adapters not named get scale 0
     lora: list[LoraScale] | None = None
 

@@ -188,4 +188,25 @@ def sampler_params(
         sampling["samplers"] = _sampler_names(p.samplers)
     if p.generation_prompt is not None:
         sampling["generation_prompt"] = p.generation_prompt
+    sampling.update(_reasoning_budget(p, tok))
     return sampling, bias
+
+
+def _reasoning_budget(p: CompletionParams, tok: Tokenizer) -> dict[str, Any]:
+    """The tags as token sequences; the forced sequence is the message then the first end tag,
+    set only when the request has a message field (a chat always has one)."""
+    ends = p.reasoning_budget_end_tags
+    ends = [ends] if isinstance(ends, str) else ends or []
+    end_tokens = [tok.tokenize(t, False, True) for t in ends if t]
+    out: dict[str, Any] = {
+        "reasoning_budget_tokens": p.reasoning_budget_tokens,
+        "reasoning_control": p.reasoning_control,
+    }
+    if p.reasoning_budget_start_tag is not None:
+        out["reasoning_budget_start"] = tok.tokenize(p.reasoning_budget_start_tag, False, True)
+    if end_tokens:
+        out["reasoning_budget_end"] = end_tokens
+        if p.reasoning_budget_message is not None:
+            message = tok.tokenize(p.reasoning_budget_message, False, True) if p.reasoning_budget_message else []
+            out["reasoning_budget_forced"] = message + end_tokens[0]
+    return out
