@@ -77,6 +77,10 @@ class PromptCache:
     def n_tokens(self) -> int:
         return sum(len(s.tokens) for s in self.states)
 
+    def holds(self, tokens: list[int]) -> bool:
+        """Whether a cached prompt starts with all of ``tokens``."""
+        return any(len(s.tokens) >= len(tokens) and common_prefix(s.tokens, tokens) == len(tokens) for s in self.states)
+
     def save(
         self,
         tokens: list[int],
@@ -86,7 +90,7 @@ class PromptCache:
     ) -> bool:
         """Keep ``tokens`` with the state ``read()`` gives (``size`` bytes, known beforehand);
         False when they are cached already or cannot fit."""
-        if not tokens or any(common_prefix(s.tokens, tokens) == len(tokens) for s in self.states):
+        if not tokens or self.holds(tokens):
             return False
         if self.limit_bytes and size > self.limit_bytes:
             log.warning("prompt state of %.1f MiB exceeds --cache-ram: not cached", size / 2**20)

@@ -58,8 +58,10 @@ def choose_slot(slots: list[Slot], ct: CompletionTask, similarity: float) -> tup
 def _save(srv: ServerContext, slot: Slot) -> bool:
     cache = srv.prompt_cache
     assert cache is not None
+    if not slot.cache_tokens or cache.holds(slot.cache_tokens):
+        return False  # before measuring the state: llama.cpp sizes it by walking the cells
     ctxs = [c for c in (srv.ctx, srv.draft_ctx) if c is not None]
-    size = sum(c.seq_state_size(slot.id) for c in ctxs) if slot.cache_tokens else 0
+    size = sum(c.seq_state_size(slot.id) for c in ctxs)
 
     def read() -> tuple[bytearray, bytearray]:
         draft = srv.draft_ctx.seq_state_bytes(slot.id) if srv.draft_ctx is not None else bytearray()
