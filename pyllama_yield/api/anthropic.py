@@ -16,8 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from .app_state import AppState, json_body
-from .bridge import named_event_sse
-from .chat import ChatAnswer, render_chat
+from .chat import ChatAnswer, answer_with_events, count_chat_tokens, render_chat
 from .errors import ApiError
 
 
@@ -254,15 +253,9 @@ async def messages(request: Request) -> Response:
     state, llama_body, parse = await render_chat(state, body)
     tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
     shape = MessagesAnswer(state, parse)
-    if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, shape.chunks, done=None, frame=named_event_sse)
-    finals = await state.bridge.run_to_end(request, tasks)
-    return JSONResponse(shape.message(finals[0]))
+    return await answer_with_events(request, state, tasks, shape.chunks, shape.message)
 
 
 async def count_tokens(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    body = to_openai(await json_body(request))
-    state, llama_body, _ = await render_chat(state, body)
-    n = len(await state.bridge.run(state.srv.tokenize, llama_body["prompt"], True, True))
-    return JSONResponse({"input_tokens": n})
+    return JSONResponse({"input_tokens": await count_chat_tokens(state, to_openai(await json_body(request)))})

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -11,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from ..queue import Result
 from ..server.chat import ChatState
 from .app_state import AppState, json_body
+from .bridge import named_event_sse
 from .openai import TextAnswer, answer, finish_reason, logprobs, usage
 from .protocol import ChatRequest, chat_to_llama
 
@@ -86,8 +88,27 @@ async def chat_completions(request: Request) -> Response:
     return await answer(request, state, tasks, ChatAnswer(state, p.include_usage, p.verbose, parse))
 
 
+async def count_chat_tokens(state: AppState, body: dict[str, Any]) -> int:
+    """How many tokens an OpenAI chat body takes once rendered by the template."""
+    _, llama_body, _ = await render_chat(state, body)
+    return len(await state.bridge.run(state.srv.tokenize, llama_body["prompt"], True, True))
+
+
+async def answer_with_events(
+    request: Request,
+    state: AppState,
+    tasks: list[Any],
+    events: Callable[[Result], list[Any]],
+    whole: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Response:
+    """One answer as named SSE events when streamed (Anthropic, OpenAI Responses), else whole."""
+    if tasks[0].params.stream:
+        return await state.bridge.stream(tasks, events, done=None, frame=named_event_sse)
+    finals = await state.bridge.run_to_end(request, tasks)
+    return JSONResponse(whole(finals[0]))
+
+
 async def count_tokens(request: Request) -> Response:
     """``/v1/chat/completions/input_tokens``: how many tokens the rendered chat takes."""
-    state, llama_body, _ = await _render(request)
-    n = len(await state.bridge.run(state.srv.tokenize, llama_body["prompt"], True, True))
-    return JSONResponse({"input_tokens": n})
+    state: AppState = request.app.state.pyllama
+    return JSONResponse({"input_tokens": await count_chat_tokens(state, await json_body(request))})

@@ -19,8 +19,7 @@ from starlette.responses import JSONResponse, Response
 from ..queue import Result
 from ..server.chat import ChatState, new_id
 from .app_state import AppState, json_body
-from .bridge import named_event_sse
-from .chat import ChatAnswer, render_chat
+from .chat import ChatAnswer, answer_with_events, count_chat_tokens, render_chat
 from .errors import ApiError
 
 __all__ = ["count_tokens", "responses", "responses_to_chat"]
@@ -294,15 +293,11 @@ async def responses(request: Request) -> Response:
     if len(tasks) != 1:
         raise ApiError("a Responses request gives one answer ('n' must be 1)")
     shape = ResponseAnswer(state, parse)
-    if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, shape.chunks, done=None, frame=named_event_sse)
-    finals = await state.bridge.run_to_end(request, tasks)
-    return JSONResponse(shape.response(finals[0]))
+    return await answer_with_events(request, state, tasks, shape.chunks, shape.response)
 
 
 async def count_tokens(request: Request) -> Response:
     """``/v1/responses/input_tokens``: how many tokens the rendered input takes."""
     state: AppState = request.app.state.pyllama
-    _, llama_body, _ = await render_chat(state, responses_to_chat(await json_body(request)))
-    n = len(await state.bridge.run(state.srv.tokenize, llama_body["prompt"], True, True))
+    n = await count_chat_tokens(state, responses_to_chat(await json_body(request)))
     return JSONResponse({"object": "response.input_tokens", "input_tokens": n})
