@@ -748,9 +748,10 @@ class Context(_Owner):
     def seq_state_size(self, seq_id: int) -> int:
         return lib.llama_state_seq_get_size_ext(self.ptr, seq_id, _SEQ_FLAGS_NONE)
 
-    def seq_state_bytes(self, seq_id: int) -> bytearray:
-        """One sequence's state (its KV cells), e.g. to keep a prompt in host memory."""
-        size = lib.llama_state_seq_get_size_ext(self.ptr, seq_id, _SEQ_FLAGS_NONE)
+    def seq_state_bytes(self, seq_id: int, size: int | None = None) -> bytearray:
+        """One sequence's state (its KV cells), e.g. to keep a prompt in host memory; ``size``:
+        :meth:`seq_state_size` when the caller has it already (llama.cpp walks the cells for it)."""
+        size = self.seq_state_size(seq_id) if size is None else size
         buf = bytearray(size)
         n = lib.llama_state_seq_get_data_ext(self.ptr, ffi.from_buffer(buf), size, seq_id, _SEQ_FLAGS_NONE)
         del buf[n:]

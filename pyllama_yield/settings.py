@@ -250,7 +250,7 @@ class ServerSettings(BaseSettings):
         help="text forced before the end-of-thinking tag when the budget is spent",
     )
 
-    # --- llama-server features not built yet: an error if asked for
+    # --- server features (flags we cannot honour are declared with supported=: an error naming them)
     embedding: bool = arg(
         False, "--embedding", "--embeddings", env="LLAMA_ARG_EMBEDDINGS", help="serve embeddings (no completions)"
     )

@@ -64,22 +64,28 @@ def test_prompt_cache_keeps_what_is_new_and_evicts_the_oldest():
     def state(n: int):
         return lambda: (bytearray(n), bytearray())
 
+    def size(n: int):
+        return lambda: n
+
+    def unmeasurable() -> int:
+        raise AssertionError("a prompt the cache holds already is not measured")
+
     cache = PromptCache(limit_mib=0, limit_tokens=0)
-    assert cache.save([1, 2, 3], 10, state(10))
-    assert not cache.save([1, 2], 10, state(10))  # contained in a cached prompt
-    assert not cache.save([], 0, state(0))
-    assert cache.save([1, 2, 3, 4], 10, state(10))  # contains [1, 2, 3]: that one goes
+    assert cache.save([1, 2, 3], size(10), state(10))
+    assert not cache.save([1, 2], unmeasurable, state(10))  # contained in a cached prompt
+    assert not cache.save([], size(0), state(0))
+    assert cache.save([1, 2, 3, 4], size(10), state(10))  # contains [1, 2, 3]: that one goes
     assert [s.tokens for s in cache.states] == [[1, 2, 3, 4]]
-    assert cache.save([7, 8], 10, state(10))
+    assert cache.save([7, 8], size(10), state(10))
     # the best fit keeps more of itself and covers more of the new prompt than the slot's own
     assert cache.take_best([9], [1, 2, 3, 4, 5]).tokens == [1, 2, 3, 4]
     assert cache.take_best([], [5, 6]) is None  # nothing shares a quarter of itself with it
     assert cache.take_best([7, 8, 1], [7, 8, 1, 2]) is None  # the slot's own prompt is better
 
     small = PromptCache(limit_mib=1, limit_tokens=4)
-    assert not small.save([1], 2 * 2**20, state(1))  # bigger than the whole cache
+    assert not small.save([1], size(2 * 2**20), state(1))  # bigger than the whole cache
     for start in (10, 20, 30):
-        assert small.save([start, start + 1, start + 2], 2**19, state(2**19))
+        assert small.save([start, start + 1, start + 2], size(2**19), state(2**19))
     assert [s.tokens[0] for s in small.states] == [20, 30]  # 1 MiB holds two: the oldest left
     small.update()  # the token limit grows as far as the size limit allows: both stay
     assert len(small.states) == 2

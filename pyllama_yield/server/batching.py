@@ -176,14 +176,18 @@ class BatchLoop:
             chunks[s.id] = len(chunk)
         return chunks
 
+    def clear_slot_cache(self, s: Slot) -> None:
+        """Drop what slot ``s`` holds in the KV cache (the draft model's too)."""
+        for ctx in (self.ctx, self.draft_ctx):
+            if ctx is not None:
+                ctx.seq_rm(s.id)
+        s.cache_tokens = []
+
     def _clear_idle_caches(self) -> bool:
         """Free the KV cells idle slots keep for prompt reuse; False when there were none."""
         idle = [s for s in self.slots if not s.busy and s.cache_tokens]
         for s in idle:
-            self.ctx.seq_rm(s.id)
-            if self.draft_ctx is not None:
-                self.draft_ctx.seq_rm(s.id)
-            s.cache_tokens = []
+            self.clear_slot_cache(s)
         return bool(idle)
 
     def _decode(self) -> None:
@@ -275,10 +279,7 @@ class BatchLoop:
 
     def _fail(self, s: Slot, message: str, code: int = 500) -> None:
         self._send_error(s.id_task, message, code, "server_error" if code >= 500 else "invalid_request_error")
-        self.ctx.seq_rm(s.id)
-        if self.draft_ctx is not None:
-            self.draft_ctx.seq_rm(s.id)
-        s.cache_tokens = []
+        self.clear_slot_cache(s)
         self._release(s)
 
     def _release(self, s: Slot) -> None:

@@ -84,14 +84,16 @@ class PromptCache:
     def save(
         self,
         tokens: list[int],
-        size: int,
+        measure: Callable[[], int],
         read: Callable[[], tuple[bytearray, bytearray]],
         lora: tuple[float, ...] = (),
     ) -> bool:
-        """Keep ``tokens`` with the state ``read()`` gives (``size`` bytes, known beforehand);
-        False when they are cached already or cannot fit."""
+        """Keep ``tokens`` with the state ``read()`` gives (``measure()`` bytes, asked only once
+        the tokens are known to be new: llama.cpp sizes a state by walking its cells); False
+        when they are cached already or cannot fit."""
         if not tokens or self.holds(tokens):
             return False
+        size = measure()
         if self.limit_bytes and size > self.limit_bytes:
             log.warning("prompt state of %.1f MiB exceeds --cache-ram: not cached", size / 2**20)
             return False

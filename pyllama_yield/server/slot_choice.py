@@ -21,6 +21,7 @@ from ..llama import LlamaError
 from .slot import Slot, common_prefix
 
 if TYPE_CHECKING:
+    from ..llama import Context
     from .context import ServerContext
     from .task import CompletionTask
 
@@ -58,16 +59,20 @@ def choose_slot(slots: list[Slot], ct: CompletionTask, similarity: float) -> tup
 def _save(srv: ServerContext, slot: Slot) -> bool:
     cache = srv.prompt_cache
     assert cache is not None
-    if not slot.cache_tokens or cache.holds(slot.cache_tokens):
-        return False  # before measuring the state: llama.cpp sizes it by walking the cells
-    ctxs = [c for c in (srv.ctx, srv.draft_ctx) if c is not None]
-    size = sum(c.seq_state_size(slot.id) for c in ctxs)
+    sizes: dict[Context, int] = {}  # measured once, then read with the same sizes
+
+    def measure() -> int:
+        sizes.update((c, c.seq_state_size(slot.id)) for c in (srv.ctx, srv.draft_ctx) if c is not None)
+        return sum(sizes.values())
 
     def read() -> tuple[bytearray, bytearray]:
-        draft = srv.draft_ctx.seq_state_bytes(slot.id) if srv.draft_ctx is not None else bytearray()
-        return srv.ctx.seq_state_bytes(slot.id), draft
+        draft = srv.draft_ctx
+        return (
+            srv.ctx.seq_state_bytes(slot.id, sizes[srv.ctx]),
+            draft.seq_state_bytes(slot.id, sizes[draft]) if draft is not None else bytearray(),
+        )
 
-    return cache.save(slot.cache_tokens, size, read, slot.lora)
+    return cache.save(slot.cache_tokens, measure, read, slot.lora)
 
 
 def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> None:
@@ -88,7 +93,7 @@ def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> Non
             log.debug("slot %d: loaded a cached prompt of %d tokens", slot.id, len(best.tokens))
         except LlamaError:
             log.warning("slot %d: could not load a cached prompt; starting empty", slot.id)
-            clear(srv, slot)
+            srv.clear_slot_cache(slot)
     cache.update()
 
 
@@ -103,11 +108,4 @@ def save_idle_slots(srv: ServerContext) -> None:
             assert srv.prompt_cache is not None
             srv.prompt_cache.update()
         if srv.unified_kv:
-            clear(srv, slot)
-
-
-def clear(srv: ServerContext, slot: Slot) -> None:
-    for ctx in (srv.ctx, srv.draft_ctx):
-        if ctx is not None:
-            ctx.seq_rm(slot.id)
-    slot.cache_tokens = []
+            srv.clear_slot_cache(slot)

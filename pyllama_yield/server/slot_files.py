@@ -59,8 +59,5 @@ def restore(srv: ServerContext, task: Task) -> None:
 def erase(srv: ServerContext, task: Task) -> None:
     slot, _ = _slot_and_path(srv, task, need_path=False)
     n = len(slot.cache_tokens)
-    srv.ctx.seq_rm(slot.id)
-    if srv.draft_ctx is not None:
-        srv.draft_ctx.seq_rm(slot.id)
-    slot.cache_tokens = []
+    srv.clear_slot_cache(slot)
     srv.responses.send(Result(task.id, {"id_slot": slot.id, "n_erased": n}))
