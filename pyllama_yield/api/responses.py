@@ -25,8 +25,9 @@ from .errors import ApiError
 __all__ = ["count_tokens", "responses", "responses_to_chat"]
 
 
-def _text_parts(content: Any, allowed: dict[str, str], what: str) -> list[dict[str, Any]]:
-    """Content parts of an input item as chat parts; ``allowed`` maps a part type to its text key."""
+def _text_parts(content: Any, allowed: tuple[str, ...], what: str) -> list[dict[str, Any]]:
+    """Content parts of an input item as chat parts; ``allowed``: the part types taken (text
+    parts, and ``refusal`` where an output message may hold one), images always."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
@@ -60,12 +61,10 @@ def _item_to_messages(item: Any, messages: list[dict[str, Any]]) -> None:
     prev = messages[-1] if messages and messages[-1].get("role") == "assistant" else None
     role, kind = item.get("role"), item.get("type")
     if role in ("user", "system", "developer"):
-        parts = _text_parts(item.get("content"), {"input_text": "text"}, "an input message")
+        parts = _text_parts(item.get("content"), ("input_text",), "an input message")
         messages.append({"role": role, "content": parts})
     elif role == "assistant" and kind in (None, "message"):
-        parts = _text_parts(
-            item.get("content"), {"output_text": "text", "input_text": "text", "refusal": ""}, "an output message"
-        )
+        parts = _text_parts(item.get("content"), ("output_text", "input_text", "refusal"), "an output message")
         if prev is not None and isinstance(prev.get("content"), list):
             prev["content"] += parts
         else:
@@ -85,7 +84,7 @@ def _item_to_messages(item: Any, messages: list[dict[str, Any]]) -> None:
     elif kind == "function_call_output":
         output = item.get("output")
         if not isinstance(output, str):
-            output = _text_parts(output, {"input_text": "text"}, "a function call output")
+            output = _text_parts(output, ("input_text",), "a function call output")
         messages.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": output})
     elif kind == "reasoning":
         content = item.get("content")
