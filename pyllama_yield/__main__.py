@@ -15,27 +15,27 @@ def cmd_info(args: argparse.Namespace) -> int:
     import pyllama_yield
     from pyllama_yield.backends import backends, build_info, system_info
 
-    info = {
-        "version": pyllama_yield.__version__,
-        "build": build_info(),
-        "backends": [{"name": b.name, "devices": [d.__dict__ for d in b.devices]} for b in backends()],
-        "system_info": system_info(),
-    }
+    build, regs, system = build_info(), backends(), system_info()
     if args.json:
+        info = {
+            "version": pyllama_yield.__version__,
+            "build": build,
+            "backends": [{"name": b.name, "devices": [d.__dict__ for d in b.devices]} for b in regs],
+            "system_info": system,
+        }
         print(json.dumps(info, indent=2))
         return 0
-    build = info["build"]
-    print(f"pyllama-yield {info['version']}")
+    print(f"pyllama-yield {pyllama_yield.__version__}")
     print(
         f"llama.cpp     commit {build['llama_cpp_commit']} (ggml {build['ggml_version']}, {build['build_type']}, "
         f"{build['compiler']})"
     )
-    for b in info["backends"]:
-        print(f"backend       {b['name']}")
-        for d in b["devices"]:
-            mib = d["memory_total"] // (1 << 20)
-            print(f"  device      {d['name']} [{d['type']}] {d['description']} ({mib} MiB)")
-    print(f"system        {info['system_info']}")
+    for b in regs:
+        print(f"backend       {b.name}")
+        for d in b.devices:
+            mib = d.memory_total // (1 << 20)
+            print(f"  device      {d.name} [{d.type}] {d.description} ({mib} MiB)")
+    print(f"system        {system}")
     return 0
 
 
@@ -74,8 +74,8 @@ def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSet
     return path
 
 
-def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
-    from pyllama_yield.server import ServerContext
+def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
+    from pyllama_yield.server import Engine
 
     if settings.rpc:
         from pyllama_yield.backends import add_rpc_server
@@ -85,44 +85,7 @@ def _server_context(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, A
             print(f"rpc-server {endpoint}: {', '.join(d.name for d in devices)}", file=sys.stderr)
 
     path = _model_path(settings, stack)
-    return ServerContext(
-        path,
-        n_ctx=settings.ctx_size,
-        n_parallel=settings.n_parallel,
-        kv_unified=settings.unified_kv,
-        n_batch=settings.batch_size,
-        n_ubatch=settings.ubatch_size,
-        n_threads=settings.threads if settings.threads > 0 else None,
-        n_threads_batch=settings.threads_batch if settings.threads_batch > 0 else None,
-        n_gpu_layers=settings.n_gpu_layers if settings.n_gpu_layers >= 0 else 999,
-        flash_attn=settings.flash_attn,
-        cache_type_k=settings.cache_type_k,
-        cache_type_v=settings.cache_type_v,
-        use_mmap=settings.mmap,
-        use_mlock=settings.mlock,
-        swa_full=settings.swa_full,
-        draft_model_path=settings.model_draft,
-        n_draft=settings.spec_draft_n_max,
-        n_draft_min=settings.spec_draft_n_min,
-        synth_rates=settings.synth_rates,
-        defaults=settings.completion_defaults(),
-        model_name=settings.aliases[0] if settings.aliases else None,
-        chat_template=settings.chat_template_text(),
-        n_predict_max=settings.n_predict_max,
-        n_probs_max=settings.n_probs_max,
-        embedding=settings.embedding or settings.reranking,
-        idle_sleep_ms=settings.sleep_idle_seconds * 1000 if settings.sleep_idle_seconds > 0 else -1,
-        use_jinja=settings.jinja,
-        context_shift=settings.context_shift,
-        reasoning_format=settings.reasoning_format,
-        enable_thinking={"on": True, "off": False}.get(settings.reasoning),
-        pooling="rank" if settings.reranking else settings.pooling,
-        lora=settings.lora_adapters,
-        cache_ram_mib=settings.cache_ram,
-        cache_idle_slots=settings.cache_idle_slots,
-        slot_prompt_similarity=settings.slot_prompt_similarity,
-        progress=ProgressBar(f"loading {path.name}", cancel),
-    )
+    return Engine(settings.engine_config(str(path)), progress=ProgressBar(f"loading {path.name}", cancel))
 
 
 def _listen(hosts: list[str], port: int) -> list | None:
@@ -178,12 +141,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def load(stack: ExitStack) -> None:
         try:
-            srv = _server_context(settings, stack, cancel=shutting_down).start()
-            stack.callback(srv.stop)
-            state.attach(srv)
+            engine = _engine(settings, stack, cancel=shutting_down).start()
+            stack.callback(engine.stop)
+            state.attach(engine)
             print(
-                f"serving {srv.info['model']} on {', '.join(f'{h}:{port}' for h in settings.hosts)} "
-                f"({srv.n_parallel} slot(s), n_ctx {srv.n_ctx_slot} per slot)",
+                f"serving {engine.info['model']} on {', '.join(f'{h}:{port}' for h in settings.hosts)} "
+                f"({engine.n_parallel} slot(s), n_ctx {engine.n_ctx_slot} per slot)",
                 file=sys.stderr,
             )
         except BaseException as exc:  # reported below; the server must not keep running without a model
@@ -192,7 +155,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.should_exit = True
 
     with ExitStack() as stack:
-        stack.callback(state.close)  # last: joins the HTTP threads that srv.stop woke
+        stack.callback(state.close)  # last: joins the HTTP threads that engine.stop woke
         loader = threading.Thread(target=load, args=(stack,), name="model-loader")
         # uvicorn handles Ctrl-C/SIGTERM while it runs, then re-raises them to the handlers it found:
         # make those no-ops, so the shutdown below runs instead of a KeyboardInterrupt or a kill
@@ -215,9 +178,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     with ExitStack() as stack:
-        srv = _server_context(settings, stack).start()
-        stack.callback(srv.stop)
-        reader = srv.submit(
+        engine = _engine(settings, stack).start()
+        stack.callback(engine.stop)
+        reader = engine.submit(
             {
                 "prompt": args.prompt,
                 "n_predict": settings.n_predict if settings.n_predict >= 0 else 64,

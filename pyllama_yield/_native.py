@@ -10,8 +10,11 @@ import logging
 import threading
 from pathlib import Path
 
+# The modules are imported by absolute name: ``from . import <submodule>`` inside the import cycle through
+# the package's ``__getattr__`` types as a broken Any under mypy (these modules exist only in a build).
 try:
-    from . import _llama_cffi
+    import pyllama_yield._llama_cffi as _llama_cffi
+
     from ._llama_cffi import ffi, lib
 except ImportError as exc:  # pragma: no cover - only on a broken install
     raise ImportError(
@@ -19,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
         f"`pip install .` (cause: {exc})"
     ) from exc
 
-from . import _build_config
+import pyllama_yield._build_config as _build_config
 
 # where the compiled parts live (the libraries, backend modules, vocab files)
 PACKAGE_DIR = Path(_llama_cffi.__file__).resolve().parent

@@ -13,6 +13,7 @@ import typing
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from .settings import ServerSettings, UnsupportedFlagError
 
@@ -31,15 +32,22 @@ def _value_type(annotation: Any) -> Any:
     return annotation if annotation in (int, float, str) else str
 
 
+def _flag_info(info: FieldInfo) -> dict[str, Any]:
+    """What ``settings.arg`` keeps in a setting's ``json_schema_extra``: flags, neg, help, supported."""
+    extra = info.json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     for name, info in ServerSettings.model_fields.items():
-        extra = info.json_schema_extra or {}
-        flags, neg = extra["flags"], extra["neg"]  # type: ignore[index]
-        help_text = extra.get("help") or None  # type: ignore[union-attr]
-        if extra.get("supported", True) is not True:  # type: ignore[union-attr]
-            help_text = f"(not available: {extra['supported']})"  # type: ignore[index]
+        extra = _flag_info(info)
+        flags: list[str] = extra["flags"]
+        neg: list[str] = extra["neg"]
+        help_text: str | None = extra.get("help") or None
+        if extra.get("supported", True) is not True:
+            help_text = f"(not available: {extra['supported']})"
         kind = _value_type(info.annotation)
-        common = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
+        common: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
         if info.annotation is bool:
             parser.add_argument(*flags, action="store_const", const=True, **common)
             if neg:
@@ -66,6 +74,6 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
                 continue
             name = str(err["loc"][0]) if err["loc"] else "?"
             field = ServerSettings.model_fields.get(name)
-            flag = field.json_schema_extra["flags"][-1] if field else name  # type: ignore[index]
+            flag = _flag_info(field)["flags"][-1] if field else name
             problems.append(f"{flag}: {err['msg']}")
         raise SystemExit("error: " + "; ".join(problems)) from None

@@ -220,8 +220,8 @@ class Model(_Owner):
         """All GGUF key/value metadata, values as llama.cpp renders them."""
         out = {}
         for i in range(lib.llama_model_meta_count(self.ptr)):
-            key = _read_string(lambda b, n, i=i: lib.llama_model_meta_key_by_index(self.ptr, i, b, n))
-            out[key] = _read_string(lambda b, n, i=i: lib.llama_model_meta_val_str_by_index(self.ptr, i, b, n))
+            key = _read_string(functools.partial(lib.llama_model_meta_key_by_index, self.ptr, i))
+            out[key] = _read_string(functools.partial(lib.llama_model_meta_val_str_by_index, self.ptr, i))
         return out
 
     def chat_template(self, name: str | None = None) -> str | None:
@@ -316,6 +316,12 @@ class Vocab:
 
     def is_eog(self, token: int) -> bool:
         return bool(lib.llama_vocab_is_eog(self.ptr, token))
+
+    def eog_tokens(self) -> tuple[int, ...]:
+        """Every end-of-generation token. One C call per vocabulary entry (262k for Gemma 3):
+        read it once when the model loads, never per request."""
+        ptr, is_eog = self.ptr, lib.llama_vocab_is_eog
+        return tuple(t for t in range(lib.llama_vocab_n_tokens(ptr)) if is_eog(ptr, t))
 
     def tokenize(self, text: str | bytes, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
         data = text.encode("utf-8") if isinstance(text, str) else text
@@ -656,6 +662,24 @@ class Context(_Owner):
         if code == -1:
             raise InvalidBatchError(_with_cause("invalid batch"), -1)
         raise DecodeError(_with_cause(f"llama_decode failed with code {code}"), code)
+
+    def warmup(self) -> None:
+        """llama.cpp's warm-up run (``common_init_from_params``): decode BOS and EOS once, so the
+        first request does not pay for paging in the weights and sizing compute buffers, then
+        forget it. Skipped for encoder models (none is served here)."""
+        if lib.llama_model_has_encoder(self.model.ptr) or not lib.llama_model_has_decoder(self.model.ptr):
+            return
+        vocab = self.model.vocab
+        tokens = [t for t in (vocab.bos, vocab.eos) if t >= 0] or [0]  # -1: no such token
+        batch = Batch(len(tokens))
+        try:
+            batch.add_sequence(tokens[: self.n_batch], 0, 0, logits_last=True)
+            self.decode(batch)
+        finally:
+            batch.close()
+        self.memory_clear(True)
+        self.synchronize()
+        lib.llama_perf_context_reset(self.ptr)
 
     def abort(self) -> None:
         """Interrupt the decode in progress (or the next one); safe from any thread."""

@@ -19,13 +19,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import bench_model, print_table, summarize_us, write_json  # noqa: E402
 
-from pyllama_yield.server import ServerContext  # noqa: E402
+from pyllama_yield.server import Engine  # noqa: E402
 
 
 def measure(model: Path, n_prompt: int, yield_decode: bool, repeats: int, threads: int) -> tuple[list[int], float]:
     samples: list[int] = []
     decode_s: list[float] = []
-    with ServerContext(
+    with Engine.create(
         model, n_ctx=n_prompt + 64, n_batch=n_prompt, n_threads=threads, yield_decode=yield_decode
     ) as srv:
         for r in range(repeats):

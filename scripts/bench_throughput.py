@@ -17,14 +17,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import bench_model, print_table, run_clients, write_json  # noqa: E402
 
-from pyllama_yield.server import ServerContext  # noqa: E402
+from pyllama_yield.server import Engine  # noqa: E402
 from pyllama_yield.testing import make_draft_model  # noqa: E402
 
 PROMPTS = ["The quick brown fox", "Once upon a time", "In a galaxy far away", "The llama said"]
 
 
 def run(model: Path, n_slots: int, n_predict: int, threads: int, **kw) -> dict:
-    with ServerContext(model, n_ctx=(n_predict + 64) * n_slots, n_parallel=n_slots, n_threads=threads, **kw) as srv:
+    with Engine.create(model, n_ctx=(n_predict + 64) * n_slots, n_parallel=n_slots, n_threads=threads, **kw) as srv:
         srv.complete({"prompt": "warm up", "n_predict": 4, "temperature": 0.0})
         results: list[dict] = []
 

@@ -8,16 +8,16 @@ import math
 
 import pytest
 
-from pyllama_yield.server import ContextOverflowError, ServerContext
+from pyllama_yield.server import ContextOverflowError, Engine
 
 
 @pytest.fixture(scope="module")
 def srv(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=4, n_threads=1) as s:
+    with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=4, n_threads=1) as s:
         yield s
 
 
-def run(srv: ServerContext, **kw) -> list[dict]:
+def run(srv: Engine, **kw) -> list[dict]:
     """Every final result of one request, in the request's order."""
     tasks = srv.make_tasks({"n_predict": 8, "temperature": 0.0, **kw})
     with srv.submit(tasks) as reader:
@@ -156,17 +156,17 @@ def test_streamed_probs_and_timings_per_token(srv):
 
 def test_context_shift_keeps_generating_past_the_context(tiny_model_path):
     body = {"prompt": "Once upon a time", "n_predict": 600, "temperature": 0.0, "ignore_eos": True, "n_keep": 2}
-    with ServerContext(tiny_model_path, n_ctx=256, n_threads=1) as plain:
+    with Engine.create(tiny_model_path, n_ctx=256, n_threads=1) as plain:
         cut = run(plain, **body)[0]
     assert cut["truncated"] and cut["tokens_predicted"] < 256 and cut["stop_type"] == "limit"
-    with ServerContext(tiny_model_path, n_ctx=256, n_threads=1, context_shift=True) as shifting:
+    with Engine.create(tiny_model_path, n_ctx=256, n_threads=1, context_shift=True) as shifting:
         out = run(shifting, **body)[0]
         again = run(shifting, prompt="Hello", n_predict=3)[0]  # the slot is usable afterwards
     assert out["tokens_predicted"] == 600 and out["truncated"] and out["stop_type"] == "limit"
     assert again["tokens_predicted"] == 3
     # with a draft model both caches shift; the target drafting for itself accepts every draft,
     # so the tokens are those of plain decoding
-    with ServerContext(
+    with Engine.create(
         tiny_model_path, n_ctx=256, n_threads=1, context_shift=True, draft_model_path=tiny_model_path, n_draft=4
     ) as speculative:
         spec = run(speculative, **body)[0]
@@ -175,7 +175,7 @@ def test_context_shift_keeps_generating_past_the_context(tiny_model_path):
 
 
 def test_a_full_unified_cache_frees_idle_slots_then_fails_in_llama_servers_words(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=256, n_parallel=4, kv_unified=True, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=256, n_parallel=4, kv_unified=True, n_threads=1) as srv:
         # an idle slot holds a cached prompt: a request that needs its cells gets them
         assert run(srv, prompt="word " * 100, n_predict=4)[0]["tokens_predicted"] == 4
         long = run(srv, prompt="Once", n_predict=200, ignore_eos=True)[0]
@@ -199,7 +199,7 @@ def test_timings_count_decode_steps_and_progress_carries_them(tiny_model_path):
     """llama-server's timing rules: the first token comes free with the prompt's logits, so one
     generated token has no generation rate; prompt progress starts at 0 % and, with
     ``timings_per_token``, every progress event has timings whose prompt time only grows."""
-    with ServerContext(tiny_model_path, n_ctx=512, n_batch=32, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=512, n_batch=32, n_threads=1) as srv:
         one = run(srv, prompt="Hello", n_predict=1)[0]["timings"]
         assert (one["predicted_n"], one["predicted_per_second"], one["predicted_per_token_ms"]) == (1, 0.0, 0.0)
         t = run(srv, prompt="Hello", n_predict=16, ignore_eos=True)[0]["timings"]

@@ -209,12 +209,12 @@ def test_vertex_ai_predict_route(tiny_model_path, monkeypatch):
 
     from pyllama_yield.api import build_app
     from pyllama_yield.api.gcp import gcp_name
-    from pyllama_yield.server import ServerContext
+    from pyllama_yield.server import Engine
 
     assert gcp_name("/v1/chat/completions") == "chatCompletions" and gcp_name("/apply-template") == "applyTemplate"
     monkeypatch.setenv("AIP_MODE", "PREDICTION")
     monkeypatch.setenv("AIP_HEALTH_ROUTE", "/vertex-health")
-    with ServerContext(tiny_model_path, n_ctx=1024, n_threads=1) as srv, TestClient(build_app(srv)) as c:
+    with Engine.create(tiny_model_path, n_ctx=1024, n_threads=1) as srv, TestClient(build_app(srv)) as c:
         assert c.get("/vertex-health").json() == {"status": "ok"}
         chat = {"@requestFormat": "chatCompletions", "max_tokens": 3, "messages": [{"role": "user", "content": "Hi"}]}
         done = {"@requestFormat": "/completion", "prompt": "Hello", "n_predict": 2, "stream": True}

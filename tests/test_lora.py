@@ -12,7 +12,7 @@ import pytest
 
 from pyllama_yield.llama import Context, Model, ModelLoadError
 from pyllama_yield.lora import LoraAdapter, set_loras
-from pyllama_yield.server import ServerContext
+from pyllama_yield.server import Engine
 from pyllama_yield.testing import make_draft_model, make_lora_adapter
 
 PROMPT = "Once upon a time"
@@ -59,11 +59,11 @@ def test_bad_adapters_are_clear_errors(tiny_model: Model, tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def lora_server(tiny_model_path: Path, adapter_path: Path):
-    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1, lora=[(adapter_path, 1.0)]) as srv:
+    with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1, lora=[(adapter_path, 1.0)]) as srv:
         yield srv
 
 
-def test_requests_choose_their_scales_and_mixed_slots_stay_apart(lora_server: ServerContext):
+def test_requests_choose_their_scales_and_mixed_slots_stay_apart(lora_server: Engine):
     srv = lora_server
     applied = srv.complete(GREEDY)["tokens"]
     base = srv.complete({**GREEDY, "lora": [{"id": 0, "scale": 0.0}]})["tokens"]

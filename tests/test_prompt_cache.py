@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyllama_yield.server import ServerContext
+from pyllama_yield.server import Engine
 
 X = list(range(1000, 1010))  # a shared head
 M = list(range(2000, 2012))  # a middle part the second prompt drops
@@ -13,7 +13,7 @@ Y = list(range(3000, 3030))  # a long shared tail: reused by a KV shift
 Z = [4000, 4001, 4002]  # new tokens
 
 
-def complete(srv: ServerContext, prompt: list[int], **kw) -> dict:
+def complete(srv: Engine, prompt: list[int], **kw) -> dict:
     body = {"prompt": prompt, "n_predict": 6, "temperature": 0.0, "ignore_eos": True, "return_tokens": True}
     return srv.complete({**body, "id_slot": 0, **kw})
 
@@ -26,11 +26,11 @@ def srv(tmp_path_factory: pytest.TempPathFactory):
     from pyllama_yield.testing import make_tiny_model
 
     model = make_tiny_model(tmp_path_factory.mktemp("one") / "one-layer.gguf", n_layer=1, seed=3)
-    with ServerContext(model, n_ctx=1024, n_parallel=1, n_threads=1) as s:
+    with Engine.create(model, n_ctx=1024, n_parallel=1, n_threads=1) as s:
         yield s
 
 
-def test_cache_reuse_shifts_repeated_chunks_and_generates_the_same(srv: ServerContext):
+def test_cache_reuse_shifts_repeated_chunks_and_generates_the_same(srv: Engine):
     fresh = complete(srv, X + Y + Z, cache_prompt=False)
     assert fresh["timings"]["cache_n"] == 0
 
@@ -97,33 +97,33 @@ def test_idle_slots_go_to_host_memory_and_come_back(tiny_model_path):
     it back instead of evaluating it again, and generates the same tokens."""
     long = list(range(500, 560))
 
-    def ask(srv: ServerContext, prompt: list[int], **kw) -> dict:
+    def ask(srv: Engine, prompt: list[int], **kw) -> dict:
         body = {"prompt": prompt, "n_predict": 4, "temperature": 0.0, "ignore_eos": True, "return_tokens": True}
         return srv.complete({**body, **kw})
 
     kw = dict(n_ctx=1024, n_parallel=2, kv_unified=True, n_threads=1, cache_ram_mib=100, cache_idle_slots=True)
-    with ServerContext(tiny_model_path, **kw) as srv:
+    with Engine.create(tiny_model_path, **kw) as srv:
         first = ask(srv, long, id_slot=0)
         assert first["timings"]["prompt_n"] == len(long)
         ask(srv, [7, 8, 9], id_slot=1)  # slot 0 is idle: saved to host memory, its cells freed
-        assert srv.slots[0].cache_tokens == [] and srv.prompt_cache.states[0].tokens[: len(long)] == long
+        assert srv.core.slots[0].cache_tokens == [] and srv.core.prompt_cache.states[0].tokens[: len(long)] == long
         again = ask(srv, long)
         assert again["timings"]["cache_n"] == len(long) - 1 and again["timings"]["prompt_n"] == 1
         assert again["tokens"] == first["tokens"]
-    with ServerContext(tiny_model_path, **{**kw, "cache_ram_mib": 0}) as off:
+    with Engine.create(tiny_model_path, **{**kw, "cache_ram_mib": 0}) as off:
         ask(off, long, id_slot=0)
         ask(off, [7, 8, 9], id_slot=1)
-        assert off.prompt_cache is None and off.slots[0].cache_tokens[: len(long)] == long
+        assert off.core.prompt_cache is None and off.core.slots[0].cache_tokens[: len(long)] == long
 
 
 def test_slots_are_chosen_by_similarity_then_least_recently_used(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=1024, n_parallel=3, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=1024, n_parallel=3, n_threads=1) as srv:
         a, b = list(range(600, 620)), list(range(700, 720))
         body = {"n_predict": 2, "temperature": 0.0}
         srv.complete({**body, "prompt": a})
         srv.complete({**body, "prompt": b})
-        used = {s.id: s.cache_tokens[:20] for s in srv.slots if s.cache_tokens}
+        used = {s.id: s.cache_tokens[:20] for s in srv.core.slots if s.cache_tokens}
         assert sorted(used.values()) == [a, b]  # the second went to another (least recently used) slot
         slot_a = next(i for i, t in used.items() if t == a)
         srv.complete({**body, "prompt": a + [1, 2]})
-        assert srv.slots[slot_a].cache_tokens[:22] == a + [1, 2]  # similar enough: the slot holding a
+        assert srv.core.slots[slot_a].cache_tokens[:22] == a + [1, 2]  # similar enough: the slot holding a

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from pyllama_yield.server import ServerContext
+from pyllama_yield.server import Engine
 from pyllama_yield.testing import real_model_path
 
 pytestmark = pytest.mark.realmodel
@@ -26,7 +26,7 @@ def gemma():
 
 @pytest.fixture(scope="module")
 def srv(gemma):
-    with ServerContext(gemma, n_ctx=4096, n_parallel=2, n_threads=2) as s:
+    with Engine.create(gemma, n_ctx=4096, n_parallel=2, n_threads=2) as s:
         yield s
 
 
@@ -69,7 +69,7 @@ def test_speculative_decoding_with_the_target_as_draft(gemma, srv):
     the target accepts nearly every draft of itself."""
     prompts = ["Once upon a time, in a small village,", "The three primary colours are"]
     plain = [srv.complete(greedy(p, 32))["tokens"] for p in prompts]
-    with ServerContext(gemma, n_ctx=4096, n_parallel=2, n_threads=2, draft_model_path=gemma, n_draft=4) as spec:
+    with Engine.create(gemma, n_ctx=4096, n_parallel=2, n_threads=2, draft_model_path=gemma, n_draft=4) as spec:
         drafted = [spec.complete(greedy(p, 32)) for p in prompts]
     for d, p in zip(drafted, plain, strict=True):
         assert d["tokens"][:6] == p[:6]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pyllama_yield.queue import Task, TaskType
-from pyllama_yield.server import ServerContext
+from pyllama_yield.server import Engine
 from pyllama_yield.testing import make_draft_model
 
 TIMEOUT = 60
@@ -32,11 +32,11 @@ def draft_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def alone(tiny_model_path: Path) -> dict[str, list[int]]:
     """What each prompt generates on a single-slot server, one request at a time."""
-    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
         return {p: srv.complete(greedy(p))["tokens"] for p in PROMPTS}
 
 
-def run_concurrently(srv: ServerContext, requests: list[dict]) -> list[dict]:
+def run_concurrently(srv: Engine, requests: list[dict]) -> list[dict]:
     results: list[dict | None] = [None] * len(requests)
     barrier = threading.Barrier(len(requests))
 
@@ -55,7 +55,7 @@ def run_concurrently(srv: ServerContext, requests: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_concurrent_completions_equal_each_alone(tiny_model_path, alone, n):
-    with ServerContext(tiny_model_path, n_ctx=512 * n, n_parallel=n, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=512 * n, n_parallel=n, n_threads=1) as srv:
         results = run_concurrently(srv, [greedy(p) for p in PROMPTS[:n]])
         m = srv.metrics()
     for p, r in zip(PROMPTS, results, strict=False):
@@ -65,7 +65,7 @@ def test_concurrent_completions_equal_each_alone(tiny_model_path, alone, n):
 
 
 def test_more_requests_than_slots_are_deferred_and_served(tiny_model_path, alone):
-    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         results = run_concurrently(srv, [greedy(p) for p in PROMPTS])
     assert [r["tokens"] for r in results] == [alone[p] for p in PROMPTS]
 
@@ -73,13 +73,13 @@ def test_more_requests_than_slots_are_deferred_and_served(tiny_model_path, alone
 class DecodeGate:
     """Wraps ServerContext._decode: signals when the yielded call starts, then waits for a go."""
 
-    def __init__(self, srv: ServerContext, wait_s: float) -> None:
+    def __init__(self, srv: Engine, wait_s: float) -> None:
         self.started = threading.Event()
         self.go = threading.Event()
         self.released_by_go: list[bool] = []
         self.wait_s = wait_s
         self.loop_ident: list[int] = []
-        inner = srv._decode
+        inner = srv.core._decode
 
         def gated() -> None:
             self.loop_ident.append(threading.get_ident())
@@ -88,11 +88,11 @@ class DecodeGate:
                 self.released_by_go.append(self.go.wait(self.wait_s))
             inner()
 
-        srv._decode = gated  # type: ignore[method-assign]
+        srv.core._decode = gated  # type: ignore[method-assign]
 
 
 def test_s1_s3_metrics_answered_during_decode_and_completion_declined_then_served(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         gate = DecodeGate(srv, wait_s=TIMEOUT)
         long_prompt = " ".join(PROMPTS * 20)
         first = srv.submit(greedy(long_prompt, 4))
@@ -111,7 +111,7 @@ def test_s1_s3_metrics_answered_during_decode_and_completion_declined_then_serve
 
 
 def test_yield_decode_false_makes_metrics_wait_for_the_decode(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=1024, n_parallel=1, n_threads=1, yield_decode=False) as srv:
+    with Engine.create(tiny_model_path, n_ctx=1024, n_parallel=1, n_threads=1, yield_decode=False) as srv:
         gate = DecodeGate(srv, wait_s=1.0)
         reader = srv.submit(greedy(" ".join(PROMPTS * 20), 2))
         assert gate.started.wait(TIMEOUT)
@@ -148,17 +148,17 @@ def test_llama_cpp_is_only_called_on_the_loop_thread(tiny_model_path, monkeypatc
             return _orig(*a, **k)
 
         monkeypatch.setattr(cls, name, wrapped)
-    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         readers = [srv.submit(greedy(p, 6)) for p in PROMPTS[:3]]
         metrics = [srv.metrics() for _ in range(5)]
         assert all(r.wait_for_all().error is None for r in readers)
-        loop = srv._loop_thread.ident
+        loop = srv.core._loop_thread.ident
     assert threads == {loop} and metrics
     assert tokenized_on == {threading.get_ident()}
 
 
 def test_cancel_mid_generation_frees_the_slot(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=1, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=1, n_threads=1) as srv:
         reader = srv.submit(greedy(PROMPTS[0], 1500, stream=True))
         first = reader.next(lambda: False)
         assert first is not None and not first.is_final  # it is generating
@@ -169,7 +169,7 @@ def test_cancel_mid_generation_frees_the_slot(tiny_model_path):
 
 
 def test_cancel_of_a_deferred_request_removes_it_and_no_waiter_hangs(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=2048, n_parallel=1, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=1, n_threads=1) as srv:
         parked = threading.Event()
         defer = srv.queue.defer
 
@@ -190,7 +190,7 @@ def test_cancel_of_a_deferred_request_removes_it_and_no_waiter_hangs(tiny_model_
 
 
 def test_bad_requests_fail_alone_and_the_server_keeps_serving(tiny_model_path):
-    with ServerContext(tiny_model_path, n_ctx=256, n_parallel=1, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=256, n_parallel=1, n_threads=1) as srv:
         for bad, match in [  # refused before they are posted, on the caller's thread
             ({"prompt": "x " * 400, "n_predict": 2}, "exceeds the available context"),
             ({"prompt": "hi", "n_predict": -5}, "n_predict"),
@@ -209,7 +209,7 @@ def test_bad_requests_fail_alone_and_the_server_keeps_serving(tiny_model_path):
 
 
 def test_stop_strings_streaming_and_prompt_cache(tiny_model_path, alone):
-    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
         full = srv.complete(greedy(PROMPTS[0], 12))
         text = full["content"]
         assert len(text) > 4
@@ -229,7 +229,7 @@ def test_stop_strings_streaming_and_prompt_cache(tiny_model_path, alone):
 
 
 def test_slot_save_restore_erase(tiny_model_path, tmp_path):
-    with ServerContext(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
+    with Engine.create(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
         srv.complete(greedy(PROMPTS[0], 4))
         saved = srv.call(TaskType.SLOT_SAVE, {"id_slot": 0, "filename": str(tmp_path / "slot0.bin")}).payload
         assert saved["n_saved"] > 0
@@ -244,7 +244,7 @@ def test_slot_save_restore_erase(tiny_model_path, tmp_path):
 
 @pytest.mark.parametrize("n_parallel", [1, 2])
 def test_speculative_greedy_equals_plain_greedy(tiny_model_path, draft_model_path, alone, n_parallel):
-    with ServerContext(
+    with Engine.create(
         tiny_model_path,
         n_ctx=512 * n_parallel,
         n_parallel=n_parallel,
@@ -264,7 +264,7 @@ def test_speculative_greedy_equals_plain_greedy(tiny_model_path, draft_model_pat
 
 def test_speculative_with_the_target_as_draft_accepts_everything(tiny_model_path, alone):
     # the same model as draft predicts the target exactly: every draft is accepted
-    with ServerContext(
+    with Engine.create(
         tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1, draft_model_path=tiny_model_path, n_draft=3
     ) as srv:
         r = srv.complete(greedy(PROMPTS[3], 12))
@@ -281,7 +281,7 @@ def test_synthetic_acceptance_follows_its_rates_and_seed(tiny_model_path, draft_
     assert conditional_odds([0.75, 0.5625, 0.0]) == [0.75, 0.75, 0.0]
 
     def serve(rates):
-        return ServerContext(
+        return Engine.create(
             tiny_model_path, n_ctx=512, n_threads=1, draft_model_path=draft_model_path, n_draft=4, synth_rates=rates
         )
 
@@ -300,7 +300,7 @@ def test_synthetic_acceptance_follows_its_rates_and_seed(tiny_model_path, draft_
     )
     assert 0 < a["timings"]["draft_n_accepted"] < a["timings"]["draft_n"]
     with pytest.raises(ValueError, match="draft model"):
-        ServerContext(tiny_model_path, n_ctx=256, synth_rates=[1.0])
+        Engine.create(tiny_model_path, n_ctx=256, synth_rates=[1.0])
 
 
 def test_synth_rate_flags_are_checked():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
@@ -26,15 +26,15 @@ async def index(request: Request) -> Response:
 
 
 def props_json(state: AppState) -> dict[str, Any]:
-    srv, settings = state.srv, state.settings
-    info = srv.info
-    defaults = srv.defaults
+    engine, settings = state.engine, state.settings
+    info = engine.info
+    defaults = engine.defaults
     return {
         "default_generation_settings": {
-            "params": {k: v for k, v in srv.default_settings().items() if k not in ("stop", "grammar")},
-            "n_ctx": srv.n_ctx_slot,
+            "params": {k: v for k, v in engine.default_settings().items() if k not in ("stop", "grammar")},
+            "n_ctx": engine.n_ctx_slot,
         },
-        "total_slots": srv.n_parallel,
+        "total_slots": engine.n_parallel,
         "model_alias": info["model"],
         "model_path": info["model_path"],
         "modalities": {"vision": False, "video": False, "audio": False},
@@ -43,10 +43,10 @@ def props_json(state: AppState) -> dict[str, Any]:
         "endpoint_metrics": settings.metrics,
         "ui": False,
         "chat_template": info["chat_template"],
-        "bos_token": srv.token_text(srv.vocab.bos),
-        "eos_token": srv.token_text(srv.vocab.eos),
+        "bos_token": engine.token_text(engine.vocab.bos),
+        "eos_token": engine.token_text(engine.vocab.eos),
         "build_info": info["system_fingerprint"],
-        "is_sleeping": srv.queue.is_sleeping,
+        "is_sleeping": engine.is_sleeping,
         "n_predict_default": defaults.n_predict,
     }
 
@@ -71,11 +71,11 @@ async def apply_template(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = chat_to_llama(await json_body(request))
     ChatRequest.parse(body)
-    fields, _ = await state.bridge.build(state.srv.render_chat_request, body)
+    fields, _ = await state.bridge.build(state.engine.render_chat_request, body)
     return JSONResponse({"prompt": fields["prompt"]})
 
 
-def _valid_filename(name: Any) -> bool:
+def _valid_filename(name: object) -> TypeGuard[str]:
     """A plain file name inside the slot folder: no path, no traversal, nothing odd (as llama.cpp's
     ``fs_validate_filename``)."""
     if not isinstance(name, str) or not 0 < len(name) <= 255 or name in (".", ".."):
@@ -113,7 +113,7 @@ async def slot_action(request: Request) -> Response:
 
 
 async def get_lora_adapters(request: Request) -> Response:
-    return JSONResponse(request.app.state.pyllama.srv.loras.describe())
+    return JSONResponse(request.app.state.pyllama.engine.lora_adapters())
 
 
 _LORA_LIST = TypeAdapter(list[LoraScale])
@@ -130,5 +130,5 @@ async def post_lora_adapters(request: Request) -> Response:
         entries = _LORA_LIST.validate_python(body)
     except ValidationError as exc:
         raise ApiError(f"invalid LoRA entry: {exc.errors()[0]['msg']}") from None
-    state.srv.loras.set_global({e.id: e.scale for e in entries})
+    state.engine.set_lora_scales({e.id: e.scale for e in entries})
     return JSONResponse({"success": True})

@@ -150,7 +150,9 @@ class MessagesAnswer(ChatAnswer):
 
     def __init__(self, state: AppState, parse: dict[str, Any]) -> None:
         super().__init__(state, include_usage=False, verbose=False, parse=parse)
-        self.head["id"] = "msg_" + self.head["id"].removeprefix("chatcmpl-")
+        chat_id = self.head["id"]
+        assert isinstance(chat_id, str)  # TextAnswer's id_prefix + hex
+        self.head["id"] = "msg_" + chat_id.removeprefix("chatcmpl-")
         self.blocks: dict[tuple[str, int], int] = {}  # (kind, tool index) -> content block index
 
     def _stop_reason(self, p: dict[str, Any]) -> str:

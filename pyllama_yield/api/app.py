@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..server import ServerContext
+from ..server import Engine
 from ..settings import ServerSettings
 from . import admin, anthropic, chat, embeddings, gcp, native, openai, responses
 from .app_state import AppState
@@ -37,8 +37,8 @@ def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
             if given not in keys:
                 return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
         try:
-            if wakes and state.srv.queue.is_sleeping:
-                await state.bridge.run(state.srv.queue.wait_until_no_sleep)
+            if wakes and state.engine.is_sleeping:
+                await state.bridge.run(state.engine.wait_until_awake)
             return await fn(request)
         except ApiError as exc:
             return error_response(exc)
@@ -104,10 +104,10 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
 
 
 def build_app(
-    srv: ServerContext | None, settings: ServerSettings | None = None, *, poll_interval_s: float = 0.25
+    engine: Engine | None, settings: ServerSettings | None = None, *, poll_interval_s: float = 0.25
 ) -> Starlette:
-    """The Starlette app for ``settings`` (the flags). It serves ``srv`` (a started server context)
-    once attached: pass it here, or later with ``app.state.pyllama.attach(srv)`` (until then every
+    """The Starlette app for ``settings`` (the flags). It serves ``engine`` (a started server context)
+    once attached: pass it here, or later with ``app.state.pyllama.attach(engine)`` (until then every
     request gets 503 "Loading model", as llama-server answers while it loads)."""
     settings = settings or ServerSettings()
     state = AppState(settings, poll_interval_s)
@@ -118,11 +118,11 @@ def build_app(
     if gcp.enabled():  # Vertex AI's prediction protocol over the POST routes (and its health path)
         posts = {path: _endpoint(fn, public) for path, fn, methods, public in ROUTES if methods == ["POST"]}
         routes.append(Route(gcp.predict_route(), _endpoint(gcp.make_predict(posts)), methods=["POST"]))
-        if gcp.health_route():
-            routes.append(Route(gcp.health_route(), _endpoint(native.health, True, False), methods=["GET"]))
+        if health := gcp.health_route():
+            routes.append(Route(health, _endpoint(native.health, True, False), methods=["GET"]))
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_origins, is_ready=lambda: state.ready)]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.pyllama = state
-    if srv is not None:
-        state.attach(srv)
+    if engine is not None:
+        state.attach(engine)
     return app

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..server import ServerContext
+from ..server import Engine
 from ..settings import ServerSettings
 from .bridge import Bridge
 from .errors import ApiError
@@ -20,18 +20,18 @@ class AppState:
     def __init__(self, settings: ServerSettings, poll_interval_s: float = 0.25) -> None:
         self.settings = settings
         self.poll_interval_s = poll_interval_s
-        self.srv: ServerContext = None  # type: ignore[assignment]  # set by attach()
+        self.engine: Engine = None  # type: ignore[assignment]  # set by attach()
         self.bridge: Bridge = None  # type: ignore[assignment]
 
     @property
     def ready(self) -> bool:
-        return self.srv is not None
+        return self.engine is not None
 
-    def attach(self, srv: ServerContext) -> None:
+    def attach(self, engine: Engine) -> None:
         s = self.settings
         threads = s.threads_http if s.threads_http > 0 else 512
-        self.bridge = Bridge(srv, self.poll_interval_s, threads, max_queue=s.max_queue, timeout_s=s.timeout)
-        self.srv = srv
+        self.bridge = Bridge(engine, self.poll_interval_s, threads, max_queue=s.max_queue, timeout_s=s.timeout)
+        self.engine = engine
 
     def close(self) -> None:
         """Join the HTTP threads (after the server context stopped, which wakes them)."""
@@ -40,11 +40,11 @@ class AppState:
 
     @property
     def model_name(self) -> str:
-        return self.srv.info["model"]
+        return self.engine.info["model"]
 
     @property
     def fingerprint(self) -> str:
-        return self.srv.info["system_fingerprint"]
+        return self.engine.info["system_fingerprint"]
 
 
 async def read_body(request: Request, limit: int) -> bytes:

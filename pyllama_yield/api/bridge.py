@@ -20,8 +20,8 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from ..queue import ResponseReader, Result, Task, TaskType
-from ..server import CompletionParams, CompletionTask, ContextOverflowError, ServerContext
+from ..queue import ResponseReader, Result, TaskType
+from ..server import CompletionParams, CompletionTask, ContextOverflowError, Engine
 from .errors import ApiError, error_json, result_error
 
 __all__ = ["Bridge", "named_event_sse", "sse"]
@@ -115,15 +115,15 @@ class Bridge:
 
     def __init__(
         self,
-        srv: ServerContext,
+        engine: Engine,
         poll_interval_s: float = 0.25,
         max_threads: int = 512,
         max_queue: int = 256,
         timeout_s: float = 3600,
     ) -> None:
-        self.srv = srv
+        self.engine = engine
         self.poll_interval_s = poll_interval_s
-        self.max_in_flight = srv.n_parallel + max_queue  # completion tasks running or waiting
+        self.max_in_flight = engine.n_parallel + max_queue  # completion tasks running or waiting
         self.timeout_s = timeout_s
         self.in_flight = 0  # only touched on the event loop thread
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="pyllama-http")
@@ -144,8 +144,7 @@ class Bridge:
 
     async def try_call(self, task_type: TaskType, payload: Any, should_stop: Callable[[], bool]) -> Result | None:
         """Like :meth:`call`; None when ``should_stop()`` said so before the result came."""
-        reader = ResponseReader(self.srv.queue, self.srv.responses, self.poll_interval_s)
-        reader.post_task(Task(task_type, payload=payload))
+        reader = self.engine.post(task_type, payload, self.poll_interval_s)
         with AsyncReader(reader, self.poll_interval_s) as results:
             batch = await results.next_batch(should_stop)
         if not batch:
@@ -158,7 +157,7 @@ class Bridge:
         self, data: dict[str, Any], prompt: Any = None, params: CompletionParams | None = None
     ) -> list[CompletionTask]:
         """Validate and tokenize off the event loop; a bad request is a 400 in llama-server's words."""
-        return await self.build(lambda: self.srv.make_tasks(data, prompt, params=params))
+        return await self.build(lambda: self.engine.make_tasks(data, prompt, params=params))
 
     async def build(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a task builder of the server context on a bridge thread, its errors as HTTP errors."""
@@ -182,7 +181,7 @@ class Bridge:
                 "unavailable_error",
                 headers={"Retry-After": "1"},
             )
-        reader = self.srv.submit(tasks, self.poll_interval_s)
+        reader = self.engine.submit(tasks, self.poll_interval_s)
         self.in_flight += len(tasks)
 
         def release() -> None:
@@ -240,7 +239,7 @@ class Bridge:
             batch, n_final = first, 0
             try:
                 while True:
-                    out = []
+                    out: list[str] = []
                     for res in batch:
                         if res.is_error:
                             yield "".join(out) + sse({"error": error_json(result_error(res))})

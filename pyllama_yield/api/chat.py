@@ -72,7 +72,7 @@ async def render_chat(state: AppState, body: dict[str, Any]) -> tuple[AppState, 
     """An OpenAI chat body as llama-server fields (the prompt rendered), and how to read the answer."""
     body = chat_to_llama(body)
     ChatRequest.parse(body)  # the messages' shape, checked before the template sees them
-    fields, parse = await state.bridge.build(state.srv.render_chat_request, body)
+    fields, parse = await state.bridge.build(state.engine.render_chat_request, body)
     stops = body.get("stop") or []
     return state, {**body, **fields, "stop": [*stops, *fields.pop("additional_stops")]}, parse
 
@@ -91,7 +91,7 @@ async def chat_completions(request: Request) -> Response:
 async def count_chat_tokens(state: AppState, body: dict[str, Any]) -> int:
     """How many tokens an OpenAI chat body takes once rendered by the template."""
     _, llama_body, _ = await render_chat(state, body)
-    return len(await state.bridge.run(state.srv.tokenize, llama_body["prompt"], True, True))
+    return len(await state.bridge.run(state.engine.tokenize, llama_body["prompt"], True, True))
 
 
 async def answer_with_events(

@@ -16,7 +16,7 @@ from .errors import ApiError
 async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any], list[dict[str, Any]], bool]:
     """Run the request's inputs; also says whether to answer in OpenAI's shape."""
     state: AppState = request.app.state.pyllama
-    if not state.srv.embedding:
+    if not state.engine.embedding:
         raise ApiError(
             "This server does not support embeddings. Start it with `--embeddings`", 501, "not_supported_error"
         )
@@ -27,7 +27,7 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
         inputs, oai = body["content"], False  # "content" is llama-server's field, answered in its shape
     else:
         raise ApiError('"input" or "content" must be provided')
-    if oai and state.srv.pooling == "none":
+    if oai and state.engine.pooling == "none":
         raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
     fmt = body.get("encoding_format", "float")
     if fmt not in ("float", "base64"):
@@ -35,7 +35,7 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
     norm = body.get("embd_normalize", 2)
     if isinstance(norm, bool) or not isinstance(norm, int):
         raise ApiError("embd_normalize must be an integer")
-    tasks = await state.bridge.build(state.srv.make_embedding_tasks, inputs, norm)
+    tasks = await state.bridge.build(state.engine.make_embedding_tasks, inputs, norm)
     results = await state.bridge.run_to_end(request, tasks)
     return state, body, results, oai
 
@@ -91,7 +91,7 @@ async def rerank(request: Request) -> Response:
     top_n = body.get("top_n", len(documents))
     if isinstance(top_n, bool) or not isinstance(top_n, int):
         raise ApiError('"top_n" must be an integer')
-    tasks = await state.bridge.build(state.srv.make_rerank_tasks, query, documents)
+    tasks = await state.bridge.build(state.engine.make_rerank_tasks, query, documents)
     results = await state.bridge.run_to_end(request, tasks)
     label = "score" if tei else "relevance_score"
     ranked = sorted(results, key=lambda r: r["score"], reverse=True)[: max(0, top_n)]

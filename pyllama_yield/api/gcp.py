@@ -10,10 +10,12 @@ import asyncio
 import json
 import os
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Message
 
 from .errors import ApiError, error_json
 
@@ -44,7 +46,7 @@ def gcp_name(path: str) -> str:
 
 def make_predict(routes: dict[str, Any]) -> Any:
     """The predict handler over ``routes`` (path → handler of a POST route)."""
-    by_name = {}
+    by_name: dict[str, Callable[[Request], Awaitable[Response]]] = {}
     for path, handler in routes.items():
         by_name.setdefault(gcp_name(path), handler)
         by_name.setdefault(path, handler)
@@ -64,7 +66,7 @@ def make_predict(routes: dict[str, Any]) -> Any:
 
         sent = False
 
-        async def receive() -> dict[str, Any]:
+        async def receive() -> Message:
             nonlocal sent
             if not sent:
                 sent = True
@@ -73,7 +75,7 @@ def make_predict(routes: dict[str, Any]) -> Any:
 
         inner = Request({**request.scope, "method": "POST"}, receive)
         response: Response = await by_name[fmt](inner)
-        return json.loads(response.body) if response.body else None
+        return json.loads(bytes(response.body)) if response.body else None
 
     async def predict(request: Request) -> Response:
         try:

@@ -45,9 +45,9 @@ async def current_metrics(state: AppState, scrape: bool = False) -> dict[str, An
     """Asked of the queue's worker (it answers during a decode); while the server sleeps, the
     snapshot frozen as it fell asleep (a sleeping loop takes no task, and a scrape must not wake
     it). A ``scrape`` starts a new window for the throughput gauges."""
-    srv = state.srv
-    res = await state.bridge.try_call(TaskType.METRICS, scrape, lambda: srv.queue.is_sleeping)
-    return res.payload if res is not None else srv.snapshot(reset_buckets=scrape)
+    engine = state.engine
+    res = await state.bridge.try_call(TaskType.METRICS, scrape, lambda: engine.is_sleeping)
+    return res.payload if res is not None else engine.snapshot(reset_buckets=scrape)
 
 
 async def metrics(request: Request) -> Response:
@@ -55,7 +55,7 @@ async def metrics(request: Request) -> Response:
     m = await current_metrics(state, scrape=True)
     response = PlainTextResponse(prometheus_text(m), media_type="text/plain; version=0.0.4")
     # llama-server's header, in its case (Starlette would lower-case a name given in headers=)
-    response.raw_headers.append((b"Process-Start-Time-Unix", str(int(state.srv.stats.t_start)).encode()))
+    response.raw_headers.append((b"Process-Start-Time-Unix", str(int(state.engine.started_at)).encode()))
     return response
 
 
@@ -73,15 +73,15 @@ async def tokenize(request: Request) -> Response:
     parse_special = body.get("parse_special", True)
     if not isinstance(add_special, bool) or not isinstance(parse_special, bool):
         raise ApiError("'add_special' and 'parse_special' must be booleans")
-    srv = state.srv
+    engine = state.engine
 
     def run() -> dict[str, Any]:
-        tokens = srv.tokenize(content, add_special, parse_special)
+        tokens = engine.tokenize(content, add_special, parse_special)
         if not body.get("with_pieces"):
             return {"tokens": tokens}
         out = []
         for t in tokens:
-            piece = srv.piece(t)
+            piece = engine.piece(t)
             text = valid_utf8(piece)
             out.append({"id": t, "piece": text if text.encode() == piece else list(piece)})
         return {"tokens": out}
@@ -95,9 +95,9 @@ async def detokenize(request: Request) -> Response:
     tokens = body.get("tokens", [])
     if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
         raise ApiError("'tokens' must be a list of token ids")
-    srv = state.srv
+    engine = state.engine
     try:
-        content = await state.bridge.run(srv.detokenize, tokens)
+        content = await state.bridge.run(engine.detokenize, tokens)
     except ValueError as exc:
         raise ApiError(str(exc)) from None
     return JSONResponse({"content": content})
@@ -107,7 +107,7 @@ async def infill(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = await json_body(request)
     try:
-        prompt = await state.bridge.run(state.srv.infill_tokens, body)
+        prompt = await state.bridge.run(state.engine.infill_tokens, body)
     except NotImplementedError as exc:
         raise ApiError(str(exc), 501, "not_supported_error") from None
     except ValueError as exc:

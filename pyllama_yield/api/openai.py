@@ -22,7 +22,7 @@ from .protocol import completion_to_llama
 
 def models_json(state: AppState) -> dict[str, Any]:
     """``/v1/models`` as llama-server answers it: the OpenAI list, plus an Ollama-style ``models``."""
-    info = state.srv.info
+    info = state.engine.info
     name = info["model"]
     aliases = state.settings.aliases or [name]
     tags = [t for t in (state.settings.tags or "").split(",") if t]

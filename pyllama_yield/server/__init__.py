@@ -1,17 +1,28 @@
 """The server: slots and continuous batching on the yielding queue. It knows tasks, never HTTP.
 
-- ``context``: ``ServerContext``, the slots and the batching loop; ``client``: its any-thread side;
+- ``engine``: ``Engine``, the handle both front ends use (build tasks, submit, read, cancel, snapshot);
+- ``config``: ``EngineConfig``, what an engine is built from, frozen;
+- ``context``: ``ServerContext``, the slots and the loop side; ``batching``: one step of the loop;
 - ``params``: every request field (pydantic), resolved into a task's parameters;
 - ``task``, ``slot``: what a task carries, what a slot holds;
 - ``probs``, ``results``: token probabilities and the payloads a completion sends;
-- ``speculative``, ``slot_files``, ``metrics``: draft-model decoding, slot save/restore, counters.
+- ``speculative``, ``slot_files``, ``metrics``: the draft model, slot save/restore, counters.
 """
 
 from __future__ import annotations
 
-from .client import ContextOverflowError
+from .config import EngineConfig
 from .context import ServerContext
+from .engine import ContextOverflowError, Engine
 from .params import CompletionParams, TaskParams
 from .task import CompletionTask
 
-__all__ = ["CompletionParams", "CompletionTask", "ContextOverflowError", "ServerContext", "TaskParams"]
+__all__ = [
+    "CompletionParams",
+    "CompletionTask",
+    "ContextOverflowError",
+    "Engine",
+    "EngineConfig",
+    "ServerContext",
+    "TaskParams",
+]

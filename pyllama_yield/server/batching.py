@@ -9,6 +9,7 @@ slots' caches when the cache is full.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ..queue import ServerQueue, ServerResponse
     from .lora import LoraSet
     from .metrics import Stats
+    from .speculative import NoDraft
 
 __all__ = ["BatchLoop"]
 
@@ -37,19 +39,18 @@ class BatchLoop:
 
     slots: list[Slot]
     ctx: Context
-    draft_ctx: Context | None
+    drafter: NoDraft
     batch: Batch
-    draft_batch: Batch
     vocab: Vocab
     queue: ServerQueue
     responses: ServerResponse
     stats: Stats
     loras: LoraSet
     n_ctx_slot: int
-    synth_probs: list[float]
     pooling: str
     context_shift: bool
     yield_decode: bool
+    _running: threading.Event
     _check_loop_thread: Callable[[], None]
     _send_error: Callable[..., None]
 
@@ -80,10 +81,9 @@ class BatchLoop:
         n_keep = min(self.n_ctx_slot - 4, n_keep + (1 if self.vocab.add_bos else 0))
         n_left = n_past - n_keep
         n_discard = max(0, min(p.n_discard or n_left // 2, n_left - 1))
-        for ctx in (self.ctx, self.draft_ctx):  # the draft's cache holds the same positions
-            if ctx is not None:
-                ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
-                ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
+        for ctx in self.kv_contexts():  # the draft's cache holds the same positions
+            ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
+            ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
         del s.cache_tokens[n_keep : n_keep + n_discard]
         s.truncated = True
 
@@ -96,10 +96,9 @@ class BatchLoop:
             for s in generating:
                 if len(s.cache_tokens) + 1 >= self.n_ctx_slot:
                     self._shift_context(s)
-        spec = self.draft_ctx is not None
-        if spec and generating:
-            # S2: drafting is yielded only when a slot drafts
-            self.queue.yield_to_queue(lambda: speculative.draft(self, generating))
+        spec = self.drafter.active and bool(generating)
+        if spec:  # S2: drafting is yielded only when a slot drafts
+            self.queue.yield_to_queue(lambda: self.drafter.draft(generating, self.n_ctx_slot))
         chunks = self._fill_batch(generating, lora)
         self.loras.apply(self.ctx, lora)
         t0 = now()
@@ -134,17 +133,16 @@ class BatchLoop:
         for s in generating:
             if s.busy:
                 self._verify_and_accept(s)
-        if spec and generating:
+        if spec:
             # S2: processing is yielded when speculation is on; a failure raises after the yield
-            if not self.queue.yield_to_queue(lambda: speculative.process(self, generating)):
+            if not self.queue.yield_to_queue(lambda: self.drafter.process(self.ctx, generating)):
                 raise RuntimeError("failed to process speculative batch")
 
     def _fill_batch(self, generating: list[Slot], lora: tuple[float, ...]) -> dict[int, int]:
         """Generating slots first (one token plus drafts each), then prompt chunks in the room left."""
         batch = self.batch
         batch.clear()
-        if self.draft_ctx is not None:
-            self.draft_batch.clear()
+        self.drafter.start_batch()
         for s in generating:
             s.i_batch = batch.n_tokens
             pos = len(s.cache_tokens)
@@ -170,18 +168,20 @@ class BatchLoop:
             chunk = s.prompt_tokens[start : start + room]
             last = start + len(chunk) == len(s.prompt_tokens)
             batch.add_sequence(chunk, start, s.id, logits_last=last)
-            if self.draft_ctx is not None:
-                self.draft_batch.add_sequence(chunk, start, s.id, logits_last=False)
+            self.drafter.add_prompt_chunk(chunk, start, s.id)
             s.i_batch = batch.n_tokens - 1
             chunks[s.id] = len(chunk)
         return chunks
 
     def clear_slot_cache(self, s: Slot) -> None:
         """Drop what slot ``s`` holds in the KV cache (the draft model's too)."""
-        for ctx in (self.ctx, self.draft_ctx):
-            if ctx is not None:
-                ctx.seq_rm(s.id)
+        for ctx in self.kv_contexts():
+            ctx.seq_rm(s.id)
         s.cache_tokens = []
+
+    def kv_contexts(self) -> tuple[Context, ...]:
+        """The contexts whose KV caches hold the slots' sequences: the target's, and the draft's."""
+        return (self.ctx, *self.drafter.contexts)
 
     def _clear_idle_caches(self) -> bool:
         """Free the KV cells idle slots keep for prompt reuse; False when there were none."""
@@ -193,8 +193,7 @@ class BatchLoop:
     def _decode(self) -> None:
         self.ctx.decode(self.batch)
         self.ctx.synchronize()
-        if self.draft_ctx is not None and self.draft_batch.n_tokens:
-            self.draft_ctx.decode(self.draft_batch)
+        self.drafter.decode_batch()
 
     def _prompt_chunk_done(self, s: Slot, n: int) -> None:
         if isinstance(s.task, EmbeddingTask):
@@ -223,8 +222,8 @@ class BatchLoop:
         drafts, s.drafts = s.drafts, []
         s.cache_tokens.append(s.last_token)
         n_accepted = 0
-        if drafts and self.synth_probs:
-            n_accepted = speculative.accept_synthetic(self, s, drafts)  # type: ignore[arg-type]
+        if drafts and self.drafter.synth_probs:
+            n_accepted = speculative.accept_synthetic(self, s, drafts, self.drafter.synth_probs)
         else:
             for j in range(len(drafts) + 1):
                 tok = self._sample_and_accept(s, s.i_batch + j)
@@ -242,15 +241,14 @@ class BatchLoop:
     def _sample_and_accept(self, s: Slot, idx: int) -> int:
         """Sample from output ``idx`` for slot ``s``, record its probabilities, then stream it and
         check the stop conditions (which may finish the slot)."""
-        task = s.task
-        assert task is not None and s.sampler is not None
+        assert s.sampler is not None
         try:
             tok = s.sampler.sample(self.ctx, idx)
             s.sampler.accept(tok, is_generated=True)
         except LlamaError as exc:
             self._fail(s, str(exc), 400)
             return -1
-        probs = token_probs(s.sampler, self.ctx, idx, tok, task.params, self.piece)
+        probs = token_probs(s.sampler, self.ctx, idx, tok, s.completion.params, self.vocab.token_to_piece)
         if probs is not None:
             s.probs.append(probs)
         self._accept(s, tok, probs)
@@ -258,10 +256,10 @@ class BatchLoop:
 
     def _accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
         """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
-        assert s.task is not None
-        p = s.task.params
+        p = s.completion.params
         s.t_gen_last = now()
-        stop = s.add_token(tok, self.vocab.is_eog(tok), self.piece(tok), self.n_ctx_slot, self.context_shift)
+        piece = self.vocab.token_to_piece(tok)
+        stop = s.add_token(tok, self.vocab.is_eog(tok), piece, self.n_ctx_slot, self.context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
             self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))

@@ -10,26 +10,25 @@ cancelled queued tasks, while the model computes. Tasks that need the model or t
 from __future__ import annotations
 
 import logging
-import os
-import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..common import CommonSampler
 from ..llama import Batch, Context, Model
 from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
-from . import slot_files, speculative
+from . import slot_files
 from .batching import BatchLoop
 from .chat import Chat
-from .client import ClientSide
+from .config import ContextConfig, EngineConfig
 from .lora import LoraSet
 from .metrics import Stats
-from .params import DEFAULT_SEED, CompletionParams
+from .params import DEFAULT_SEED
 from .prompt_cache import PromptCache, reuse_chunks
 from .results import error_payload, progress_payload
 from .slot import Slot, SlotState, StopType, TextStream, common_prefix
 from .slot_choice import choose_slot, save_idle_slots, swap_cached_prompt
+from .speculative import DraftModel, NoDraft
 from .task import CompletionTask
 
 __all__ = ["ServerContext"]
@@ -37,116 +36,55 @@ __all__ = ["ServerContext"]
 log = logging.getLogger("pyllama_yield.server")
 
 
-class ServerContext(BatchLoop, ClientSide):
-    """A model served by ``n_parallel`` slots over one llama.cpp context."""
+class ServerContext(BatchLoop):
+    """A model served by ``n_parallel`` slots over one llama.cpp context: the loop side. Callers
+    on other threads go through the ``Engine`` handle (``engine.py``), never through this."""
 
-    def __init__(
-        self,
-        model_path: str | os.PathLike[str],
-        *,
-        n_ctx: int = 0,
-        n_parallel: int = 1,
-        kv_unified: bool = False,
-        n_batch: int = 512,
-        n_ubatch: int = 512,
-        n_threads: int | None = None,
-        n_threads_batch: int | None = None,
-        n_gpu_layers: int = 0,
-        flash_attn: str = "auto",
-        cache_type_k: str | None = None,
-        cache_type_v: str | None = None,
-        use_mmap: bool = True,
-        use_mlock: bool = False,
-        swa_full: bool = False,
-        progress: Callable[[float], object] | None = None,
-        draft_model_path: str | os.PathLike[str] | None = None,
-        n_draft: int = 4,
-        n_draft_min: int = 0,
-        synth_rates: Sequence[float] = (),
-        yield_decode: bool = True,
-        idle_sleep_ms: int = -1,
-        defaults: CompletionParams | None = None,
-        model_name: str | None = None,
-        chat_template: str | None = None,
-        n_predict_max: int = -1,
-        n_probs_max: int = 100,
-        embedding: bool = False,
-        pooling: str | None = None,
-        use_jinja: bool = True,
-        reasoning_format: str = "deepseek",
-        enable_thinking: bool | None = None,
-        context_shift: bool = False,
-        lora: Sequence[tuple[str | os.PathLike[str], float]] = (),
-        cache_ram_mib: int = 0,
-        cache_idle_slots: bool = False,
-        slot_prompt_similarity: float = 0.1,
-    ) -> None:
-        """``n_ctx`` is the total context (0: the model's), split over ``n_parallel`` slots
-        unless ``kv_unified``, as llama-server does; a slot never gets more than the model's
-        training context. ``lora``: LoRA adapters with their scales (0: loaded, not applied).
-        ``cache_ram_mib``: the host-memory prompt cache (0: off, -1: no size limit), see
-        ``slot_choice``."""
-        if n_parallel < 1 or n_batch < 1 or n_ctx < 0 or n_draft < 0:
-            raise ValueError("n_parallel and n_batch must be >= 1, n_ctx >= 0, n_draft >= 0")
+    def __init__(self, config: EngineConfig, progress: Callable[[float], object] | None = None) -> None:
+        """A slot never gets more context than the model's training context. ``progress``
+        reports the model load (returning False aborts it)."""
+        self.config = config
+        m = config.model
         self.model = Model(
-            model_path, n_gpu_layers=n_gpu_layers, progress=progress, use_mmap=use_mmap, use_mlock=use_mlock
+            m.path, n_gpu_layers=m.n_gpu_layers, progress=progress, use_mmap=m.use_mmap, use_mlock=m.use_mlock
         )
-        self.n_parallel = n_parallel
-        self.yield_decode = yield_decode
-        self.idle_sleep_ms = idle_sleep_ms
-        self.model_name = model_name or os.path.basename(str(model_path))
-        self.n_predict_max = n_predict_max  # caps on what one request may ask for
-        self.n_probs_max = n_probs_max
-        self.embedding = embedding  # an embeddings server: no completions (as llama-server)
-        self._pooling = pooling  # asked for; None: the model's own
-        self._ctx_args = _context_args(
-            n_ctx=n_ctx,
-            n_parallel=n_parallel,
-            kv_unified=kv_unified,
-            n_batch=n_batch,
-            n_ubatch=n_ubatch,
-            n_threads=n_threads,
-            n_threads_batch=n_threads_batch,
-            flash_attn=flash_attn,
-            type_k=cache_type_k,
-            type_v=cache_type_v,
-            swa_full=swa_full,
-            embedding=embedding,
-        )
+        try:
+            self._load(config)
+        except BaseException:
+            self.model.close()
+            raise
+
+    def _load(self, config: EngineConfig) -> None:
+        c, cache = config.context, config.cache
+        self.n_parallel = c.n_parallel
+        self.embedding = config.embedding  # an embeddings server: no completions (as llama-server)
+        self._ctx_args = _context_args(c, config.embedding)
         self.ctx = self._new_context()
         self.n_ctx_slot = min(self.ctx.n_ctx_seq, self.model.n_ctx_train)
         self.n_batch = self.ctx.n_batch
         self.n_ctx_total = self.ctx.n_ctx
         self.pooling = self.ctx.pooling  # kept: the context is freed while the server sleeps
-        if context_shift and not self.ctx.can_shift:
+        if cache.context_shift and not self.ctx.can_shift:
             raise ValueError("context shift is not supported by this model's cache")
-        self.context_shift = context_shift
+        self.context_shift = cache.context_shift
+        self.yield_decode = config.limits.yield_decode
         self.n_ubatch = min(self._ctx_args["n_ubatch"], self.n_batch)
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
-        self.loras = LoraSet(self.model, lora)
+        self.eog_tokens = self.vocab.eog_tokens()  # at load, as llama-server: never per request
+        self.loras = LoraSet(self.model, config.lora)
         self.unified_kv = self._ctx_args["kv_unified"]
-        self.slot_prompt_similarity = slot_prompt_similarity
-        self.prompt_cache = PromptCache(cache_ram_mib, self.n_ctx_total) if cache_ram_mib != 0 else None
-        self.cache_idle_slots = cache_idle_slots and self.prompt_cache is not None
+        self.slot_prompt_similarity = cache.slot_prompt_similarity
+        self.prompt_cache = PromptCache(cache.cache_ram_mib, self.n_ctx_total) if cache.cache_ram_mib != 0 else None
+        self.cache_idle_slots = cache.cache_idle_slots and self.prompt_cache is not None
         if self.cache_idle_slots:
             log.debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__: idle slots go to the prompt cache when a task starts")
-        # a template or a built-in name; the model's own otherwise (ChatML when it has none)
-        self.chat = Chat(self.model, chat_template, use_jinja, reasoning_format, enable_thinking)
-        self.defaults = defaults or CompletionParams()  # the server's sampling settings
-        self._eog_tokens: list[int] | None = None
-
-        self.draft_model: Model | None = None
-        self.draft_ctx: Context | None = None
-        self.n_draft = 0
-        self.synth_probs: list[float] = []  # --spec-synth-rates: per-position odds of accepting a draft
-        if draft_model_path is not None:
-            speculative.load_draft(self, draft_model_path, n_gpu_layers, self._ctx_args, n_draft, n_draft_min)
-            self.synth_probs = speculative.conditional_odds(synth_rates)[: self.n_draft]
-        elif synth_rates:
-            raise ValueError("synthetic draft acceptance (--spec-synth-rates) needs a draft model (-md)")
-        self.info = self.describe(model_path)
-        self.slots = [Slot(i) for i in range(n_parallel)]
+        ch = config.chat  # a template or a built-in name; the model's own otherwise (ChatML when it has none)
+        self.chat = Chat(self.model, ch.template, ch.use_jinja, ch.reasoning_format, ch.enable_thinking)
+        self.drafter: NoDraft = NoDraft()
+        if config.draft.path is not None:
+            self.drafter = DraftModel(config.draft, self.model, self._ctx_args, config.model.n_gpu_layers, c.n_parallel)
+        self.slots = [Slot(i) for i in range(c.n_parallel)]
         self.queue = ServerQueue()
         self.responses = ServerResponse()
         self.queue.on_new_task(self._on_task)
@@ -164,7 +102,9 @@ class ServerContext(BatchLoop, ClientSide):
     def run(self) -> None:
         """Serve on the calling thread until :meth:`stop`."""
         self._loop_ident = threading.get_ident()
-        self.queue.start_loop(self.idle_sleep_ms)
+        if self.config.limits.warmup:  # on the loop thread: all ggml compute stays on one thread
+            self.ctx.warmup()
+        self.queue.start_loop(self.config.limits.idle_sleep_ms)
 
     def start(self) -> ServerContext:
         """Serve on a dedicated loop thread; returns once the loop runs."""
@@ -199,17 +139,8 @@ class ServerContext(BatchLoop, ClientSide):
         self.responses.terminate()
         for slot in self.slots:
             slot.reset()
-        for owner in (
-            self.chat,
-            self.batch,
-            self.ctx,
-            getattr(self, "draft_batch", None),
-            self.draft_ctx,
-            self.draft_model,
-            self.model,
-        ):
-            if owner is not None:
-                owner.close()
+        for owner in (self.chat, self.batch, self.ctx, self.drafter, self.model):
+            owner.close()
 
     def __enter__(self) -> ServerContext:
         return self.start()
@@ -218,7 +149,7 @@ class ServerContext(BatchLoop, ClientSide):
         self.stop()
 
     def _new_context(self) -> Context:
-        return Context(self.model, **self._ctx_args, embeddings=self.embedding, pooling=self._pooling)
+        return Context(self.model, **self._ctx_args, embeddings=self.embedding, pooling=self.config.pooling)
 
     def _on_sleeping(self, sleeping: bool) -> None:
         """Idle for ``idle_sleep_ms``: free the context (KV cache, compute buffers) and get it back
@@ -226,22 +157,20 @@ class ServerContext(BatchLoop, ClientSide):
         if sleeping:
             self.stats.on_sleeping(True)  # what scrapes see while asleep: before the caches go
             self.ctx.close()
-            if self.draft_ctx is not None:
-                self.draft_ctx.close()
+            self.drafter.sleep()
             for slot in self.slots:
                 slot.cache_tokens = []
         else:
             self.ctx = self._new_context()
             self.loras.forget_applied()
             self.stats.on_sleeping(False)
-            if self.draft_model is not None:
-                self.draft_ctx = Context(self.draft_model, **self._ctx_args)
+            self.drafter.wake()
         self.stats.publish()
 
     # --- tasks (loop thread, or the worker while yielding) -----------------------------------
     def _on_task(self, task: Task, is_yielding: bool) -> bool:
         if task.type is TaskType.METRICS:  # read-only: answered on the worker during a yield (S3)
-            self.responses.send(Result(task.id, self.snapshot(reset_buckets=bool(task.payload))))
+            self.responses.send(Result(task.id, self.stats.snapshot(reset_buckets=bool(task.payload))))
             return True
         if task.type is TaskType.CANCEL:
             slot = next((s for s in self.slots if s.busy and s.id_task == task.id_target), None)
@@ -309,15 +238,14 @@ class ServerContext(BatchLoop, ClientSide):
             slot.cache_tokens = []
             slot.lora = lora
         n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
-        if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and self.draft_ctx is None:
+        if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and not self.drafter.active:
             n_keep = reuse_chunks(self.ctx, slot.id, slot.cache_tokens, tokens, n_keep, ct.params.n_cache_reuse)
         n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
         if not self.ctx.seq_rm(slot.id, n_keep, -1):
             self.ctx.seq_rm(slot.id)
             n_keep = 0
-        if self.draft_ctx is not None:
-            self.draft_ctx.seq_rm(slot.id)
-            self.draft_ctx.seq_rm(slot.id, n_keep, -1)
+        for draft_ctx in self.drafter.contexts:  # refilled with the kept prefix below (prefill)
+            draft_ctx.seq_rm(slot.id)
         slot.id_task = id_task
         slot.task = ct
         slot.prompt_tokens = tokens
@@ -330,15 +258,13 @@ class ServerContext(BatchLoop, ClientSide):
         for tok in tokens:  # penalties look back over the prompt too, as in llama-server
             sampler.accept(tok, is_generated=False)
         slot.n_draft_total = slot.n_draft_accepted = 0
-        if self.synth_probs:  # the same seed gives the same accept decisions
-            seed = ct.params.sampling.get("seed", DEFAULT_SEED)
-            slot.synth_rng = random.Random(None if seed == DEFAULT_SEED else seed)
+        slot.synth_rng = self.drafter.synth_rng(ct.params.sampling.get("seed", DEFAULT_SEED))
         slot.start_timing()
         slot.state = SlotState.PROCESSING_PROMPT
         if ct.params.stream and ct.params.return_progress:  # 0 %: the request has started
             self.responses.send(Result(id_task, progress_payload(slot), is_final=False))
-        if self.draft_ctx is not None and n_keep:
-            speculative.prefill(self, slot, n_keep)
+        if n_keep:
+            self.drafter.prefill(slot, n_keep)
         self.stats.publish()
 
     def _handle_embedding(self, task: Task) -> None:
@@ -368,13 +294,24 @@ class ServerContext(BatchLoop, ClientSide):
     }
 
 
-def _context_args(
-    *, n_parallel: int, n_batch: int, n_ubatch: int, kv_unified: bool, embedding: bool, **rest: Any
-) -> dict[str, Any]:
+def _context_args(c: ContextConfig, embedding: bool) -> dict[str, Any]:
     """The llama.cpp context parameters shared by the target and the draft model."""
+    n_batch, kv_unified = c.n_batch, c.kv_unified
     if embedding:
-        n_batch = min(n_batch, n_ubatch)  # a pooled prompt must fit one ubatch: make batches that size
+        n_batch = min(n_batch, c.n_ubatch)  # a pooled prompt must fit one ubatch: make batches that size
         # with one KV stream per sequence, llama.cpp splits a batch of several sequences into
         # equal-length ubatches, which cuts a prompt (and its pooling) in parts: share one stream
         kv_unified = True
-    return dict(n_batch=n_batch, n_ubatch=min(n_batch, n_ubatch), n_seq_max=n_parallel, kv_unified=kv_unified, **rest)
+    return dict(
+        n_ctx=c.n_ctx,
+        n_batch=n_batch,
+        n_ubatch=min(n_batch, c.n_ubatch),
+        n_seq_max=c.n_parallel,
+        kv_unified=kv_unified,
+        n_threads=c.n_threads,
+        n_threads_batch=c.n_threads_batch,
+        flash_attn=c.flash_attn,
+        type_k=c.cache_type_k,
+        type_v=c.cache_type_v,
+        swa_full=c.swa_full,
+    )

@@ -98,7 +98,7 @@ class Stats:
             for s in srv.slots
         ]
         with self._lock:
-            longest = max((s["n_cached"] for s in slots), default=0)
+            longest = max((len(s.cache_tokens) for s in srv.slots), default=0)
             self._totals["n_tokens_max"] = max(self._totals["n_tokens_max"], longest)
             self._snapshot = {
                 "slots": slots,

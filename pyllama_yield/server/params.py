@@ -61,9 +61,9 @@ Num = Annotated[float, BeforeValidator(_number)]
 Bool = Annotated[bool, BeforeValidator(_boolean)]
 
 
-def _soft(base: Any, lo: float, hi: float) -> Any:
-    """A soft range: out-of-range values are clamped, as llama-server does."""
-    return Annotated[base, AfterValidator(_clamp(lo, hi))]
+def _soft(lo: float, hi: float) -> AfterValidator:
+    """A soft range (``Annotated[Num, _soft(lo, hi)]``): out-of-range values are clamped, as llama-server does."""
+    return AfterValidator(_clamp(lo, hi))
 
 
 def _seed(v: Any) -> Any:
@@ -105,7 +105,6 @@ class CompletionParams(BaseModel):
     n_discard: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0
     n_cache_reuse: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0  # --cache-reuse
     n_cmpl: Annotated[Int, Field(ge=1, le=INT32_MAX)] = Field(1, validation_alias=AliasChoices("n_cmpl", "n"))
-    n_cache_reuse: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0
     t_max_predict_ms: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = -1
     response_fields: list[str] = Field(default_factory=list)
     id_slot: Int = -1
@@ -114,16 +113,16 @@ class CompletionParams(BaseModel):
     post_sampling_probs: Bool = False
 
     # --- sampling (llama.cpp's names on the right, in TaskParams.sampling)
-    temperature: _soft(Num, 0.0, math.inf) = 0.8  # temp
+    temperature: Annotated[Num, _soft(0.0, math.inf)] = 0.8  # temp
     dynatemp_range: Num = 0.0
     dynatemp_exponent: Num = 1.0
-    top_k: _soft(Int, 0, INT32_MAX) = 40
-    top_p: _soft(Num, 0.0, 1.0) = 0.95
-    min_p: _soft(Num, 0.0, 1.0) = 0.05
+    top_k: Annotated[Int, _soft(0, INT32_MAX)] = 40
+    top_p: Annotated[Num, _soft(0.0, 1.0)] = 0.95
+    min_p: Annotated[Num, _soft(0.0, 1.0)] = 0.05
     top_n_sigma: Num = -1.0
     typical_p: Num = 1.0  # typ_p
-    xtc_probability: _soft(Num, 0.0, 1.0) = 0.0
-    xtc_threshold: _soft(Num, 0.0, 1.0) = 0.1
+    xtc_probability: Annotated[Num, _soft(0.0, 1.0)] = 0.0
+    xtc_threshold: Annotated[Num, _soft(0.0, 1.0)] = 0.1
     repeat_last_n: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 64  # penalty_last_n
     repeat_penalty: Num = 1.0  # penalty_repeat
     frequency_penalty: Num = 0.0  # penalty_freq
@@ -133,10 +132,10 @@ class CompletionParams(BaseModel):
     dry_allowed_length: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 2
     dry_penalty_last_n: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 64
     dry_sequence_breakers: list[str] = Field(default_factory=lambda: ["\n", ":", '"', "*"], min_length=1)
-    mirostat: _soft(Int, 0, 2) = 0
+    mirostat: Annotated[Int, _soft(0, 2)] = 0
     mirostat_tau: Num = 5.0
     mirostat_eta: Num = 0.1
-    adaptive_target: _soft(Num, -math.inf, 1.0) = -1.0
+    adaptive_target: Annotated[Num, _soft(-math.inf, 1.0)] = -1.0
     adaptive_decay: Annotated[Num, Field(ge=0.0, le=0.99)] = 0.9
     seed: Annotated[int, BeforeValidator(_seed)] = DEFAULT_SEED
     min_keep: Annotated[Int, Field(ge=0, le=INT32_MAX)] = 0

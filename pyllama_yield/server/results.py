@@ -39,8 +39,7 @@ def timings(s: Slot) -> dict[str, Any]:
 
 
 def partial_payload(s: Slot, token: int, content: str, probs: dict[str, Any] | None) -> dict[str, Any]:
-    task = s.task
-    assert task is not None
+    task = s.completion
     out: dict[str, Any] = {
         "index": task.index,
         "content": content,
@@ -60,8 +59,7 @@ def partial_payload(s: Slot, token: int, content: str, probs: dict[str, Any] | N
 
 def progress_payload(s: Slot) -> dict[str, Any]:
     """A ``return_progress`` event: how far prompt processing is."""
-    task = s.task
-    assert task is not None
+    task = s.completion
     out: dict[str, Any] = {
         "index": task.index,
         "content": "",
@@ -84,8 +82,7 @@ def progress_payload(s: Slot) -> dict[str, Any]:
 
 
 def final_payload(s: Slot, stop: StopType, content: str) -> dict[str, Any]:
-    task = s.task
-    assert task is not None
+    task = s.completion
     p = task.params
     out: dict[str, Any] = {
         "index": task.index,

@@ -6,7 +6,7 @@ lazy-grammar triggers and the reasoning budget, read the way llama-server reads 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ class Tokenizer(Protocol):
     def n_vocab(self) -> int: ...
 
     @property
-    def eog_tokens(self) -> list[int]: ...
+    def eog_tokens(self) -> Sequence[int]: ...
 
     def tokenize(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]: ...
 

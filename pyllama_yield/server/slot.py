@@ -64,8 +64,8 @@ class Slot:
         """Record a generated token and tell whether generation stops here, and why (the checks
         of llama-server's ``process_token``: end of generation, a stop string, ``n_predict``, the
         slot's context, ``t_max_predict_ms`` at a new line)."""
-        assert self.task is not None and self.text is not None
-        p = self.task.params
+        assert self.text is not None
+        p = self.completion.params
         self.generated.append(tok)
         self.last_token = tok
         if is_eog:
@@ -82,6 +82,12 @@ class Slot:
             if (now() - self.t_prompt_last) * 1e3 > p.t_max_predict_ms:
                 return StopType.LIMIT  # a time limit, checked at a new line (for code completion)
         return StopType.NONE
+
+    @property
+    def completion(self) -> CompletionTask:
+        """The completion task of a slot that generates."""
+        assert isinstance(self.task, CompletionTask), "the slot runs no completion"
+        return self.task
 
     @property
     def busy(self) -> bool:

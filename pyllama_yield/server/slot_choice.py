@@ -62,15 +62,12 @@ def _save(srv: ServerContext, slot: Slot) -> bool:
     sizes: dict[Context, int] = {}  # measured once, then read with the same sizes
 
     def measure() -> int:
-        sizes.update((c, c.seq_state_size(slot.id)) for c in (srv.ctx, srv.draft_ctx) if c is not None)
+        sizes.update((c, c.seq_state_size(slot.id)) for c in srv.kv_contexts())
         return sum(sizes.values())
 
     def read() -> tuple[bytearray, bytearray]:
-        draft = srv.draft_ctx
-        return (
-            srv.ctx.seq_state_bytes(slot.id, sizes[srv.ctx]),
-            draft.seq_state_bytes(slot.id, sizes[draft]) if draft is not None else bytearray(),
-        )
+        target, *draft = (c.seq_state_bytes(slot.id, sizes[c]) for c in srv.kv_contexts())
+        return target, draft[0] if draft else bytearray()
 
     return cache.save(slot.cache_tokens, measure, read, slot.lora)
 
@@ -85,8 +82,8 @@ def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> Non
     best = cache.take_best(slot.cache_tokens, tokens)
     if best is not None:
         try:
-            for ctx, data in ((srv.ctx, best.target), (srv.draft_ctx, best.draft)):
-                if ctx is not None and data:
+            for ctx, data in zip(srv.kv_contexts(), (best.target, best.draft), strict=False):
+                if data:
                     ctx.seq_rm(slot.id)
                     ctx.load_seq_state_bytes(data, slot.id)
             slot.cache_tokens, slot.lora = best.tokens, best.lora

@@ -7,7 +7,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..queue import Result, Task
-from . import speculative
 from .slot import Slot
 
 if TYPE_CHECKING:
@@ -49,9 +48,9 @@ def restore(srv: ServerContext, task: Task) -> None:
     t0 = time.perf_counter()
     srv.ctx.seq_rm(slot.id)
     slot.cache_tokens = srv.ctx.load_seq_state_file(path, slot.id, srv.n_ctx_slot)
-    if srv.draft_ctx is not None:
-        srv.draft_ctx.seq_rm(slot.id)
-        speculative.prefill(srv, slot, len(slot.cache_tokens))
+    for draft_ctx in srv.drafter.contexts:
+        draft_ctx.seq_rm(slot.id)
+    srv.drafter.prefill(slot, len(slot.cache_tokens))
     counts = {"n_restored": len(slot.cache_tokens), "n_read": os.path.getsize(path)}
     _send_done(srv, task, slot, path, t0, "restore", counts)
 

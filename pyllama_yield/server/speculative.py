@@ -1,90 +1,183 @@
-"""Speculative decoding with a draft model: draft, then bring both KV caches in line.
+"""Speculative decoding: the draft model beside the target, as one collaborator of the server
+context. ``NoDraft`` stands in when there is none, so the batching loop never asks which.
 
-Both steps run inside ``yield_to_queue`` on the loop thread (rule S2), so the worker keeps
-answering while the draft model computes. The target model verifies the drafts in the shared
-batch (``ServerContext._verify_and_accept``): greedy drafting keeps greedy output identical.
+Drafting and the KV clean-up after verification both run inside ``yield_to_queue`` on the loop
+thread (rule S2), so the worker keeps answering while the draft model computes. The target model
+verifies the drafts in the shared batch (``BatchLoop._verify_and_accept``): greedy drafting keeps
+greedy output identical.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..llama import Batch, Context, DecodeError, LlamaError, Model
+from .params import DEFAULT_SEED
 from .slot import Slot
 
 if TYPE_CHECKING:
-    from .context import ServerContext
+    from .config import DraftConfig
+
+__all__ = ["DraftModel", "NoDraft", "conditional_odds"]
 
 log = logging.getLogger("pyllama_yield.server")
 
 
-def load_draft(
-    srv: ServerContext,
-    path: str | os.PathLike[str],
-    n_gpu_layers: int,
-    ctx_args: dict[str, Any],
-    n_draft: int,
-    n_draft_min: int = 0,
-) -> None:
-    """Load the draft model with a context shaped like the target's."""
-    srv.draft_model = Model(path, n_gpu_layers=n_gpu_layers)
-    if srv.draft_model.n_vocab != srv.model.n_vocab or srv.draft_model.vocab.bos != srv.vocab.bos:
-        raise ValueError("the draft model's vocab differs from the target model's")
-    srv.draft_ctx = Context(srv.draft_model, **ctx_args)
-    srv.draft_batch = Batch(srv.n_batch)
-    # every generating slot sends its last token plus its drafts in the shared batch
-    srv.n_draft = max(0, min(n_draft, srv.n_batch // srv.n_parallel - 1))
-    srv.n_draft_min = n_draft_min
+class NoDraft:
+    """No draft model: every step is a plain decode."""
 
+    active = False
+    n_draft = 0
+    synth_probs: list[float] = []
+    contexts: tuple[Context, ...] = ()
 
-def draft(srv: ServerContext, slots: list[Slot]) -> None:
-    """Draft tokens for each generating slot with the draft model (greedy)."""
-    assert srv.draft_ctx is not None
-    b = srv.draft_batch
-    for s in slots:
-        pos = len(s.cache_tokens)
-        assert s.task is not None
-        n_predict = s.task.params.n_predict
-        budget = srv.n_draft
-        if n_predict >= 0:
-            budget = min(budget, n_predict - len(s.generated) - 1)
-        budget = max(0, min(budget, srv.n_ctx_slot - pos - 2))
-        if budget < srv.n_draft_min:
-            budget = 0  # too few drafts to be worth verifying (--spec-draft-n-min)
-        drafts: list[int] = []
-        tok = s.last_token
-        for i in range(max(budget, 1)):  # at least the last token, to keep the draft KV in step
-            b.clear()
-            b.add(tok, pos + i, s.id, logits=True)
-            srv.draft_ctx.decode(b)
-            if i < budget:
-                tok = int(np.argmax(srv.draft_ctx.logits()))
-                drafts.append(tok)
-        s.drafts = drafts
+    def draft(self, slots: list[Slot], n_ctx_slot: int) -> None:
+        pass
 
-
-def process(srv: ServerContext, slots: list[Slot]) -> bool:
-    """Trim both KV caches to the accepted tokens; False when the draft model failed."""
-    assert srv.draft_ctx is not None
-    try:
-        for s in slots:
-            keep = len(s.cache_tokens)
-            if s.draft_kv_short:
-                b = srv.draft_batch
-                b.clear()
-                b.add(s.cache_tokens[-1], keep - 1, s.id, logits=False)
-                srv.draft_ctx.decode(b)
-            srv.ctx.seq_rm(s.id, keep, -1)
-            srv.draft_ctx.seq_rm(s.id, keep, -1)
+    def process(self, target: Context, slots: list[Slot]) -> bool:
         return True
-    except DecodeError:
-        log.exception("speculative processing failed")
-        return False
+
+    def start_batch(self) -> None:
+        pass
+
+    def add_prompt_chunk(self, chunk: Sequence[int], start: int, seq: int) -> None:
+        pass
+
+    def decode_batch(self) -> None:
+        pass
+
+    def prefill(self, slot: Slot, n_keep: int) -> None:
+        pass
+
+    def synth_rng(self, seed: int) -> random.Random | None:
+        return None
+
+    def sleep(self) -> None:
+        pass
+
+    def wake(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class DraftModel(NoDraft):
+    """A draft model with a context shaped like the target's and a batch of its own."""
+
+    active = True
+
+    def __init__(
+        self, config: DraftConfig, target: Model, ctx_args: dict[str, Any], n_gpu_layers: int, n_parallel: int
+    ) -> None:
+        assert config.path is not None
+        self.model = Model(config.path, n_gpu_layers=n_gpu_layers)
+        try:
+            if self.model.n_vocab != target.n_vocab or self.model.vocab.bos != target.vocab.bos:
+                raise ValueError("the draft model's vocab differs from the target model's")
+            self._ctx_args = ctx_args
+            self.ctx: Context | None = Context(self.model, **ctx_args)
+            self.n_batch = self.ctx.n_batch
+            self.batch = Batch(self.n_batch)
+        except BaseException:
+            self.model.close()
+            raise
+        # every generating slot sends its last token plus its drafts in the shared batch
+        self.n_draft = max(0, min(config.n_max, self.n_batch // n_parallel - 1))
+        self.n_draft_min = config.n_min
+        # --spec-synth-rates: per-position odds of accepting a draft
+        self.synth_probs = conditional_odds(config.synth_rates)[: self.n_draft]
+
+    @property
+    def contexts(self) -> tuple[Context, ...]:  # type: ignore[override]
+        return (self.ctx,) if self.ctx is not None else ()
+
+    def _context(self) -> Context:
+        assert self.ctx is not None, "the draft context is freed while the server sleeps"
+        return self.ctx
+
+    def draft(self, slots: list[Slot], n_ctx_slot: int) -> None:
+        """Draft tokens for each generating slot (greedy)."""
+        ctx, b = self._context(), self.batch
+        for s in slots:
+            pos = len(s.cache_tokens)
+            n_predict = s.completion.params.n_predict
+            budget = self.n_draft
+            if n_predict >= 0:
+                budget = min(budget, n_predict - len(s.generated) - 1)
+            budget = max(0, min(budget, n_ctx_slot - pos - 2))
+            if budget < self.n_draft_min:
+                budget = 0  # too few drafts to be worth verifying (--spec-draft-n-min)
+            drafts: list[int] = []
+            tok = s.last_token
+            for i in range(max(budget, 1)):  # at least the last token, to keep the draft KV in step
+                b.clear()
+                b.add(tok, pos + i, s.id, logits=True)
+                ctx.decode(b)
+                if i < budget:
+                    tok = int(np.argmax(ctx.logits()))
+                    drafts.append(tok)
+            s.drafts = drafts
+
+    def process(self, target: Context, slots: list[Slot]) -> bool:
+        """Trim both KV caches to the accepted tokens; False when the draft model failed."""
+        ctx = self._context()
+        try:
+            for s in slots:
+                keep = len(s.cache_tokens)
+                if s.draft_kv_short:
+                    self.batch.clear()
+                    self.batch.add(s.cache_tokens[-1], keep - 1, s.id, logits=False)
+                    ctx.decode(self.batch)
+                target.seq_rm(s.id, keep, -1)
+                ctx.seq_rm(s.id, keep, -1)
+            return True
+        except DecodeError:
+            log.exception("speculative processing failed")
+            return False
+
+    def start_batch(self) -> None:
+        self.batch.clear()
+
+    def add_prompt_chunk(self, chunk: Sequence[int], start: int, seq: int) -> None:
+        """The draft model sees every prompt chunk the target decodes, in its own batch."""
+        self.batch.add_sequence(chunk, start, seq, logits_last=False)
+
+    def decode_batch(self) -> None:
+        if self.batch.n_tokens:
+            self._context().decode(self.batch)
+
+    def prefill(self, slot: Slot, n_keep: int) -> None:
+        """The draft context lost this sequence when the slot was cleared: give it the cached prefix."""
+        ctx = self._context()
+        for start in range(0, n_keep, self.n_batch):
+            self.batch.clear()
+            self.batch.add_sequence(slot.cache_tokens[start : start + self.n_batch], start, slot.id, False)
+            ctx.decode(self.batch)
+
+    def synth_rng(self, seed: int) -> random.Random | None:
+        """The dice for ``--spec-synth-rates`` (the same seed gives the same accept decisions)."""
+        if not self.synth_probs:
+            return None
+        return random.Random(None if seed == DEFAULT_SEED else seed)
+
+    def sleep(self) -> None:
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None
+
+    def wake(self) -> None:
+        self.ctx = Context(self.model, **self._ctx_args)
+
+    def close(self) -> None:
+        self.batch.close()
+        self.sleep()
+        self.model.close()
 
 
 def conditional_odds(rates: Sequence[float]) -> list[float]:
@@ -97,36 +190,28 @@ def conditional_odds(rates: Sequence[float]) -> list[float]:
     return odds
 
 
-def accept_synthetic(srv: ServerContext, s: Slot, drafts: list[int]) -> int:
+def accept_synthetic(loop: Any, s: Slot, drafts: list[int], synth_probs: list[float]) -> int:
     """Benchmarking: accept each draft with its configured odds instead of by match with the
     target's token. The target still samples every position (its sampler state moves as usual);
     a drafted end-of-generation token is never accepted, and accepted drafts do not advance the
-    grammar (llama-server's server_sample_and_accept_synth). Returns the drafts accepted."""
+    grammar (llama-server's server_sample_and_accept_synth). Returns the drafts accepted.
+    ``loop`` is the ``BatchLoop`` (sampling, streaming and finishing are its)."""
     assert s.sampler is not None and s.synth_rng is not None
     for j, d in enumerate(drafts):
         try:
-            tok = s.sampler.sample(srv.ctx, s.i_batch + j)
+            tok = s.sampler.sample(loop.ctx, s.i_batch + j)
         except LlamaError as exc:
-            srv._fail(s, str(exc), 400)
+            loop._fail(s, str(exc), 400)
             return j
-        if s.synth_rng.random() < srv.synth_probs[j] and not srv.vocab.is_eog(d):
+        if s.synth_rng.random() < synth_probs[j] and not loop.vocab.is_eog(d):
             s.sampler.accept(d, is_generated=False)
-            srv._accept(s, d, None)
+            loop._accept(s, d, None)
             if not s.busy:
                 return j
             s.cache_tokens.append(d)
             continue
         s.sampler.accept(tok, is_generated=True)
-        srv._accept(s, tok, None)
+        loop._accept(s, tok, None)
         return j
-    srv._sample_and_accept(s, s.i_batch + len(drafts))
+    loop._sample_and_accept(s, s.i_batch + len(drafts))
     return len(drafts)
-
-
-def prefill(srv: ServerContext, slot: Slot, n_keep: int) -> None:
-    """The draft context lost this sequence when the slot was cleared: give it the cached prefix."""
-    assert srv.draft_ctx is not None
-    for start in range(0, n_keep, srv.n_batch):
-        srv.draft_batch.clear()
-        srv.draft_batch.add_sequence(slot.cache_tokens[start : start + srv.n_batch], start, slot.id, False)
-        srv.draft_ctx.decode(srv.draft_batch)

@@ -1,33 +1,32 @@
-"""The client side of the server context: what any thread may call.
+"""The engine handle: the one door to a running server context, from any thread.
 
-Building tasks from a request (validate, tokenize, check the context size) happens here, on the
+Both front ends drive the engine through it: the HTTP layer (``api/``) and the in-process
+``Llama`` API. It builds tasks from requests (validate, tokenize, render chat templates) on the
 caller's thread: llama.cpp's vocab is read-only and the binding releases the GIL, so a long
-prompt never stalls the loop thread. Posting tasks and reading results go through the queue.
+prompt never stalls the loop thread. It posts tasks and hands back readers of their results,
+cancels (a reader that stops cancels its tasks), and reads snapshots; it never touches a slot.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import ValidationError
 
 from .. import _build_config
 from ..common import json_schema_to_grammar
 from ..queue import ResponseReader, Result, Task, TaskType
+from .config import EngineConfig
+from .context import ServerContext
 from .embedding import EmbeddingTask, rerank_prompt
 from .infill import fim_support_error, infill_prompt
 from .params import CompletionParams, resolve
 from .task import CompletionTask, tokenize_prompts
 
-if TYPE_CHECKING:
-    from ..llama import Model, Vocab
-    from ..queue import ServerQueue, ServerResponse
-    from .chat import Chat
-    from .metrics import Stats
-
-__all__ = ["ClientSide", "ContextOverflowError"]
+__all__ = ["ContextOverflowError", "Engine"]
 
 
 class ContextOverflowError(ValueError):
@@ -41,37 +40,74 @@ class ContextOverflowError(ValueError):
         self.n_ctx = n_ctx
 
 
-class ClientSide:
-    """Mixed into ``ServerContext``; these names come from it."""
+class Engine:
+    """A model served by slots on a loop thread of its own (:meth:`start`), and what callers on
+    any thread may ask of it. ``core`` is the loop side, for tests and diagnostics only."""
 
-    model: Model
-    vocab: Vocab
-    queue: ServerQueue
-    responses: ServerResponse
-    stats: Stats
-    defaults: CompletionParams
-    n_parallel: int
-    n_ctx_slot: int
-    n_batch: int
-    n_ubatch: int
-    embedding: bool
-    pooling: str
-    model_name: str
-    n_predict_max: int
-    n_probs_max: int
-    chat: Chat
-    _eog_tokens: list[int] | None
+    def __init__(self, config: EngineConfig, progress: Callable[[float], object] | None = None) -> None:
+        self.config = config
+        self.core = core = ServerContext(config, progress)
+        # fixed once loaded: read from any thread
+        self.model, self.vocab, self.chat = core.model, core.vocab, core.chat
+        self.queue, self.responses, self.stats = core.queue, core.responses, core.stats
+        self._loras = core.loras
+        self.defaults = config.defaults
+        self.n_parallel = core.n_parallel
+        self.n_ctx_slot, self.n_batch, self.n_ubatch = core.n_ctx_slot, core.n_batch, core.n_ubatch
+        self.embedding, self.pooling = core.embedding, core.pooling
+        self.eog_tokens = core.eog_tokens
+        self.model_name = config.model.name or os.path.basename(config.model.path)
+        self.n_predict_max, self.n_probs_max = config.limits.n_predict_max, config.limits.n_probs_max
+        self.info = self.describe(config.model.path)
+
+    @classmethod
+    def create(
+        cls, model_path: str | os.PathLike[str], progress: Callable[[float], object] | None = None, **options: Any
+    ) -> Engine:
+        """An engine from flat options (see ``EngineConfig.create``)."""
+        return cls(EngineConfig.create(model_path, **options), progress)
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def start(self) -> Engine:
+        """Serve on a dedicated loop thread; returns once the loop runs."""
+        self.core.start()
+        return self
+
+    def stop(self, timeout: float = 60) -> None:
+        """Stop the loop, wake every waiter, free llama.cpp objects."""
+        self.core.stop(timeout)
+
+    def __enter__(self) -> Engine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def started_at(self) -> float:
+        """When the engine was created (Unix time)."""
+        return self.stats.t_start
+
+    @property
+    def is_sleeping(self) -> bool:
+        return self.queue.is_sleeping
+
+    def lora_adapters(self) -> list[dict[str, Any]]:
+        """The loaded LoRA adapters with their global scales (llama-server's entries)."""
+        return self._loras.describe()
+
+    def set_lora_scales(self, scales: dict[int, float]) -> None:
+        """The scales of requests that name none (adapters left out get 0)."""
+        self._loras.set_global(scales)
+
+    def wait_until_awake(self) -> None:
+        """Wake a sleeping engine (``--sleep-idle-seconds``) and wait until its context is back."""
+        self.queue.wait_until_no_sleep()
 
     # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
     @property
     def n_vocab(self) -> int:
         return self.model.n_vocab
-
-    @property
-    def eog_tokens(self) -> list[int]:
-        if self._eog_tokens is None:
-            self._eog_tokens = [t for t in range(self.vocab.n_tokens) if self.vocab.is_eog(t)]
-        return self._eog_tokens
 
     def tokenize(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
         return self.vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
@@ -149,7 +185,7 @@ class ClientSide:
             "n_ctx_slot": self.n_ctx_slot,
             "n_parallel": self.n_parallel,
             "chat_template": self.chat.info["source"],
-            "speculative": getattr(self, "draft_model", None) is not None,
+            "speculative": self.config.draft.path is not None,
             "system_fingerprint": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
         }
 
@@ -245,6 +281,7 @@ class ClientSide:
     ) -> ResponseReader:
         """Post a completion (a request dict, or tasks from :meth:`make_tasks`); read partial and
         final results from the returned reader."""
+        tasks: list[CompletionTask] | list[EmbeddingTask]
         if isinstance(request, dict):
             tasks = self.make_tasks(request)
         else:
@@ -267,10 +304,15 @@ class ClientSide:
                 if res.is_final:
                     return res.payload
 
+    def post(self, task_type: TaskType, payload: Any = None, poll_interval_s: float = 0.5) -> ResponseReader:
+        """Post one task that is not a completion (metrics, slot files); read its result from the reader."""
+        reader = ResponseReader(self.queue, self.responses, poll_interval_s)
+        reader.post_task(Task(task_type, payload=payload))
+        return reader
+
     def call(self, task_type: TaskType, payload: Any = None, timeout_s: float = 60) -> Result:
         """Post one task and wait for its single result."""
-        with ResponseReader(self.queue, self.responses, poll_interval_s=timeout_s) as reader:
-            reader.post_task(Task(task_type, payload=payload))
+        with self.post(task_type, payload, poll_interval_s=timeout_s) as reader:
             res = reader.next(lambda: True)
             if res is None:
                 raise TimeoutError(f"{task_type.name} task timed out")
