@@ -1,5 +1,6 @@
 """pyllama-yield: llama.cpp built from source, bound with cffi, served by a yielding queue.
 
+``pyllama_yield.Llama`` is the engine in-process (llama-cpp-python's names and shapes);
 ``pyllama_yield.ffi`` / ``pyllama_yield.lib`` are the raw llama.h API (compiled in cffi API mode).
 They load lazily, so that the pure-Python parts (``pyllama_yield.queue``) import without the
 compiled binding.
@@ -35,13 +36,27 @@ _LAZY = {
     "backends": (".backends", "backends"),
     "system_info": (".backends", "system_info"),
     "build_info": (".backends", "build_info"),
+    "Llama": (".client", "Llama"),
+    "LlamaGrammar": (".client", "LlamaGrammar"),
+    "LlamaState": (".client", "LlamaState"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._native import ffi, lib
     from .backends import backends, build_info, system_info
+    from .client import Llama, LlamaGrammar, LlamaState
 
-__all__ = ["__version__", "backends", "build_info", "ffi", "lib", "system_info"]
+__all__ = [
+    "Llama",
+    "LlamaGrammar",
+    "LlamaState",
+    "__version__",
+    "backends",
+    "build_info",
+    "ffi",
+    "lib",
+    "system_info",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,8 +20,9 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from ..queue import ResponseReader, Result, TaskType
+from ..queue import Result, TaskType
 from ..server import CompletionParams, CompletionTask, ContextOverflowError, Engine
+from ..server.async_reader import AsyncReader
 from .errors import ApiError, error_json, result_error
 
 __all__ = ["Bridge", "named_event_sse", "sse"]
@@ -60,52 +61,6 @@ class DisconnectWatch:
     def __exit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
-
-
-class AsyncReader:
-    """A :class:`ResponseReader` read on the event loop with no thread waiting: the result queue
-    wakes it from the sending thread (one ``call_soon_threadsafe`` per result), so a token costs
-    one thread hop, not two, and a result wakes only the request it belongs to."""
-
-    def __init__(
-        self, reader: ResponseReader, poll_interval_s: float, on_stop: Callable[[], None] = lambda: None
-    ) -> None:
-        self.reader = reader
-        self.poll_interval_s = poll_interval_s
-        self._on_stop = on_stop
-        self._event = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def wake() -> None:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(self._event.set)
-
-        reader.listen(wake)
-
-    def __enter__(self) -> AsyncReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        """Stop reading and cancel what has not finished (see :meth:`ResponseReader.stop`)."""
-        if not self.reader.stopped:
-            self._on_stop()
-        self.reader.stop()
-
-    async def next_batch(self, should_stop: Callable[[], bool] = lambda: False) -> list[Result]:
-        """Every result that has come (at least one). Empty when the reader was stopped or
-        ``should_stop()`` said so (asked every poll interval)."""
-        while True:
-            self._event.clear()  # before looking: a result sent after the look sets it again
-            batch = self.reader.take_available()
-            if batch or self.reader.stopped or should_stop():
-                return batch
-            try:
-                await asyncio.wait_for(self._event.wait(), self.poll_interval_s)
-            except asyncio.TimeoutError:
-                pass
 
 
 class Bridge:

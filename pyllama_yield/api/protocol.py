@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from ..server.sampling import schema_or_any_object
+from ..server.chat import openai_chat_fields
 from .errors import ApiError
 
 __all__ = ["ChatRequest", "chat_to_llama", "completion_to_llama"]
@@ -82,11 +82,6 @@ def _check_parts(parts: list[Any]) -> None:
             raise ApiError("unsupported content[].type")
 
 
-def _stop_list(body: dict[str, Any]) -> None:
-    if isinstance(body.get("stop"), str):
-        body["stop"] = [body["stop"]]
-
-
 def completion_to_llama(body: dict[str, Any]) -> dict[str, Any]:
     """``/v1/completions`` → llama-server fields (``oaicompat_completion_params_parse``)."""
     if "prompt" not in body:
@@ -97,36 +92,14 @@ def completion_to_llama(body: dict[str, Any]) -> dict[str, Any]:
         if name in body:
             raise ApiError(f"Unsupported param: {name}")
     body = dict(body)
-    _stop_list(body)
+    if isinstance(body.get("stop"), str):
+        body["stop"] = [body["stop"]]
     return body
 
 
 def chat_to_llama(body: dict[str, Any]) -> dict[str, Any]:
     """``/v1/chat/completions`` → llama-server fields (``oaicompat_chat_params_parse``), the prompt aside."""
-    body = dict(body)
-    _stop_list(body)
-    schema = body.get("json_schema")
-    if schema is not None and body.get("grammar"):
-        raise ApiError("Cannot use both json_schema and grammar")
-    fmt = body.get("response_format")
-    if fmt is not None:
-        if not isinstance(fmt, dict):
-            raise ApiError("response_format must be an object")
-        kind = fmt.get("type", "")
-        if kind == "json_object":
-            if "schema" in fmt or not schema:
-                schema = fmt.get("schema", {})
-        elif kind == "json_schema":
-            wrapper = fmt.get("json_schema", {})
-            schema = wrapper.get("schema", {}) if isinstance(wrapper, dict) else {}
-        elif kind not in ("", "text"):
-            raise ApiError(f'response_format type must be one of "text" or "json_object", but got: {kind}')
-    if schema is not None:
-        body["json_schema"] = schema_or_any_object(schema)  # before the template builds its grammar
-    logprobs = body.pop("logprobs", None)
-    top = body.pop("top_logprobs", None)
-    if logprobs is True:
-        body["n_probs"] = 20 if top is None else top
-    elif top is not None:
-        raise ApiError("top_logprobs requires logprobs to be set to true")
-    return body
+    try:
+        return openai_chat_fields(body)
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..common import ChatTemplates, parse_chat_output
 from ..llama import Model
+from .sampling import schema_or_any_object
 
 __all__ = ["Chat", "ChatState", "message_diffs"]
 
@@ -201,3 +202,37 @@ def _reasoning_budget(body: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]
     if "reasoning_budget_message" in body:
         out["reasoning_budget_message"] = body["reasoning_budget_message"]
     return out
+
+
+def openai_chat_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat request's fields as llama-server reads them (``oaicompat_chat_params_parse``):
+    ``stop`` as a list, ``response_format`` as ``json_schema``, ``logprobs``/``top_logprobs`` as
+    ``n_probs``; the prompt is rendered later (:meth:`Chat.render`). Raises ``ValueError``."""
+    body = dict(body)
+    if isinstance(body.get("stop"), str):
+        body["stop"] = [body["stop"]]
+    schema = body.get("json_schema")
+    if schema is not None and body.get("grammar"):
+        raise ValueError("Cannot use both json_schema and grammar")
+    fmt = body.get("response_format")
+    if fmt is not None:
+        if not isinstance(fmt, dict):
+            raise ValueError("response_format must be an object")
+        kind = fmt.get("type", "")
+        if kind == "json_object":
+            if "schema" in fmt or not schema:
+                schema = fmt.get("schema", {})
+        elif kind == "json_schema":
+            wrapper = fmt.get("json_schema", {})
+            schema = wrapper.get("schema", {}) if isinstance(wrapper, dict) else {}
+        elif kind not in ("", "text"):
+            raise ValueError(f'response_format type must be one of "text" or "json_object", but got: {kind}')
+    if schema is not None:
+        body["json_schema"] = schema_or_any_object(schema)  # before the template builds its grammar
+    logprobs = body.pop("logprobs", None)
+    top = body.pop("top_logprobs", None)
+    if logprobs is True:
+        body["n_probs"] = 20 if top is None else top
+    elif top is not None:
+        raise ValueError("top_logprobs requires logprobs to be set to true")
+    return body

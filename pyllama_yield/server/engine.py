@@ -16,8 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import _build_config
+import pyllama_yield._build_config as _build_config  # absolute: see _native.py
+
+from .._native import lib
 from ..common import json_schema_to_grammar
+from ..llama import LlamaError, Sampler
 from ..queue import ResponseReader, Result, Task, TaskType
 from .config import EngineConfig
 from .context import ServerContext
@@ -121,6 +124,14 @@ class Engine:
     def token_text(self, token: int) -> str:
         """A token's text, special tokens shown (``<bos>``); empty for "no such token" (-1)."""
         return "" if token < 0 else self.vocab.token_to_piece(token, special=True).decode("utf-8", "replace")
+
+    def check_grammar(self, grammar: str) -> None:
+        """Raise ``ValueError`` with llama.cpp's reason when it cannot parse ``grammar`` (GBNF),
+        before a request is queued (parsing reads only the vocab: any thread)."""
+        try:
+            Sampler([lib.llama_sampler_init_grammar(self.vocab.ptr, grammar.encode(), b"root")]).close()
+        except LlamaError as exc:
+            raise ValueError(f"invalid grammar: {exc}") from None
 
     def default_settings(self) -> dict[str, Any]:
         """The generation settings a request gets when it sets nothing (``/props``)."""

@@ -33,6 +33,7 @@ def _send_done(
     ms = (time.perf_counter() - t0) * 1e3
     name = (task.payload or {}).get("name", str(path))  # the name the client gave; the folder stays ours
     result = {"id_slot": slot.id, "filename": name, **counts, "timings": {f"{action}_ms": ms}}
+    srv.stats.publish()  # /slots and metrics see the slot's new cache
     srv.responses.send(Result(task.id, result))
 
 
@@ -59,4 +60,5 @@ def erase(srv: ServerContext, task: Task) -> None:
     slot, _ = _slot_and_path(srv, task, need_path=False)
     n = len(slot.cache_tokens)
     srv.clear_slot_cache(slot)
+    srv.stats.publish()
     srv.responses.send(Result(task.id, {"id_slot": slot.id, "n_erased": n}))

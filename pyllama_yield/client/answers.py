@@ -1,0 +1,113 @@
+"""How one call's results become what the caller gets: a whole answer from the final results, or
+stream chunks one result at a time. The same objects serve the sync and the async calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..queue import Result
+from ..server.chat import ChatState
+from ..server.engine import ContextOverflowError
+from . import shapes
+from .types import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage, Completion, CompletionChunk
+
+__all__ = ["ChatAnswer", "CompletionAnswer", "EngineError", "raise_for_error"]
+
+
+class EngineError(RuntimeError):
+    """The engine failed a request (a decode error, a full KV cache, a cancelled request)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def raise_for_error(res: Result) -> None:
+    """An error result as a typed exception: a bad request is a ``ValueError`` (a prompt over the
+    context a ``ContextOverflowError``), anything else an ``EngineError``."""
+    if not res.is_error:
+        return
+    p = res.payload
+    if p.get("type") == "exceed_context_size_error":
+        raise ContextOverflowError(p["n_prompt_tokens"], p["n_ctx"])
+    if p.get("code") == 400:
+        raise ValueError(p["error"])
+    raise EngineError(p["error"], p.get("code", 500))
+
+
+class CompletionAnswer:
+    """``prefix``: the echoed prompt; ``n_logprobs``: top alternatives per token (None: off)."""
+
+    def __init__(self, head: shapes.Head, n_logprobs: int | None, prefix: str = "") -> None:
+        self.head = head
+        self.n_logprobs = n_logprobs
+        self.prefix = prefix
+        self._offsets: dict[int, int] = {}  # per choice: where the next streamed text starts
+
+    def final(self, finals: list[dict[str, Any]]) -> Completion:
+        return shapes.completion(self.head, finals, self.prefix, self.n_logprobs, 0)
+
+    def chunks(self, res: Result) -> list[CompletionChunk]:
+        p = res.payload
+        i = p["index"]
+        offset = self._offsets.get(i, 0)
+        entries = p.get("completion_probabilities") if self.n_logprobs is not None else None
+        lp = shapes.completion_logprobs(entries, self.n_logprobs or 0, offset) if entries else None
+        out = []
+        if p["content"] or lp is not None:
+            out.append(shapes.completion_chunk(self.head, p["content"], i, lp, None))
+        self._offsets[i] = offset + len(p["content"])
+        if res.is_final:
+            out.append(shapes.completion_chunk(self.head, "", i, None, shapes.finish_reason(p)))
+        return out
+
+
+class ChatAnswer:
+    """The answer read back with the template's output parser (content, reasoning, tool calls);
+    ``forced``: the function ``tool_choice`` named when the template has no tool-call format, so
+    the whole output is its arguments."""
+
+    def __init__(
+        self, head: shapes.Head, parse: dict[str, Any], n_logprobs: int | None, forced: str | None = None
+    ) -> None:
+        self.head = head
+        self.parse = parse
+        self.n_logprobs = n_logprobs
+        self.forced = forced
+        self._states: dict[int, ChatState] = {}
+
+    def _message(self, p: dict[str, Any]) -> ChatCompletionMessage:
+        if self.forced is not None:
+            return shapes.forced_tool_message(self.forced, p["content"], self.head, p["index"])
+        state = ChatState(self.parse)
+        state.update(p["content"], is_partial=False)
+        return state.oai_message()  # type: ignore[return-value]
+
+    def final(self, finals: list[dict[str, Any]]) -> ChatCompletion:
+        return shapes.chat(self.head, finals, [self._message(p) for p in finals], self.n_logprobs)
+
+    def chunks(self, res: Result) -> list[ChatCompletionChunk]:
+        p = res.payload
+        i = p["index"]
+        out = []
+        if i not in self._states:
+            self._states[i] = ChatState(self.parse)
+            out.append(shapes.chat_chunk(self.head, i, {"role": "assistant"}))
+        if self.forced is not None:
+            deltas = [self._forced_delta(i, p["content"])] if p["content"] else []
+        else:
+            deltas = self._states[i].update(p["content"], is_partial=not res.is_final)
+        entries = p.get("completion_probabilities") if self.n_logprobs is not None else None
+        lp = shapes.chat_logprobs(entries, self.n_logprobs or 0) if entries else None
+        out += [shapes.chat_chunk(self.head, i, d, logprobs=lp) for d in deltas]
+        if res.is_final:
+            reason = shapes.finish_reason(p)
+            if reason == "stop" and (self.forced is not None or self._states[i].msg["tool_calls"]):
+                reason = "tool_calls"
+            out.append(shapes.chat_chunk(self.head, i, {}, reason))
+        return out
+
+    def _forced_delta(self, index: int, piece: str) -> dict[str, Any]:
+        assert self.forced is not None
+        call = shapes.forced_tool_message(self.forced, piece, self.head, index)["tool_calls"][0]
+        return {"role": None, "content": None, "tool_calls": [{"index": 0, **call}]}

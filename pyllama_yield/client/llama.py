@@ -1,0 +1,385 @@
+"""``Llama``: the engine in-process, with llama-cpp-python's names and result shapes.
+
+One engine serves every caller: calls from several Python threads (or asyncio tasks) at once are
+batched continuously on the engine's loop thread, where llama-cpp-python's ``Llama`` must be
+serialized by its caller. Requests are built on the calling thread (tokenizing and chat templates
+release the GIL); the loop thread only decodes and samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import tempfile
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..queue import Result, TaskType
+from ..server.async_reader import AsyncReader
+from ..server.chat import openai_chat_fields
+from ..server.engine import Engine
+from ..server.params import DEFAULT_SEED
+from ..server.sampling import schema_or_any_object
+from ..server.task import CompletionTask
+from . import shapes
+from .answers import ChatAnswer, CompletionAnswer, raise_for_error
+from .grammar import LlamaGrammar, LlamaState
+from .options import engine_config, sampling_fields
+from .types import ChatCompletion, ChatCompletionChunk, Completion, CompletionChunk, EmbeddingResponse
+
+__all__ = ["Llama"]
+
+Answer = CompletionAnswer | ChatAnswer
+
+
+class Llama:
+    """A GGUF model served by ``n_parallel`` slots (ours; llama-cpp-python has one sequence).
+    The other arguments are llama-cpp-python's; those this engine cannot honour are refused
+    when set, never ignored. ``n_ctx`` is each slot's context."""
+
+    def __init__(
+        self, model_path: str | os.PathLike[str], *, n_parallel: int = 1, seed: int = DEFAULT_SEED, **kwargs: Any
+    ) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise ValueError(f"Model path does not exist: {model_path}")
+        self.model_path = str(model_path)
+        self._engine = Engine(engine_config(path, n_parallel, seed, **kwargs)).start()
+        # a Llama dropped without close() still stops its loop thread and frees the model
+        self._finalizer = weakref.finalize(self, self._engine.stop)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the loop thread and free the model; calls waiting on it raise."""
+        self._finalizer()
+
+    def __enter__(self) -> Llama:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    # --- the model and its tokenizer ----------------------------------------------------------
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return self._engine.vocab.tokenize(text, add_special=add_bos, parse_special=special)
+
+    def detokenize(self, tokens: list[int], prev_tokens: list[int] | None = None, special: bool = False) -> bytes:
+        vocab = self._engine.vocab
+        out = b"".join(vocab.token_to_piece(t, special=special) for t in tokens)
+        if tokens and tokens[0] == vocab.bos and out.startswith(b" "):
+            out = out[1:]  # the space a SentencePiece vocab puts after BOS, as llama-cpp-python drops it
+        return out
+
+    def token_bos(self) -> int:
+        return self._engine.vocab.bos
+
+    def token_eos(self) -> int:
+        return self._engine.vocab.eos
+
+    def n_ctx(self) -> int:
+        """The context of one slot (one call)."""
+        return self._engine.n_ctx_slot
+
+    def n_vocab(self) -> int:
+        return self._engine.model.n_vocab
+
+    def n_embd(self) -> int:
+        return self._engine.model.n_embd
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return self._engine.model.metadata()
+
+    # --- completions --------------------------------------------------------------------------
+    def __call__(self, prompt: str | list[int], **kwargs: Any) -> Completion | Iterator[CompletionChunk]:
+        return self.create_completion(prompt, **kwargs)
+
+    def create_completion(
+        self, prompt: str | list[int], stream: bool = False, **kwargs: Any
+    ) -> Completion | Iterator[CompletionChunk]:
+        """llama-cpp-python's ``create_completion``: ``suffix``, ``max_tokens`` (16), ``temperature``,
+        ``top_p``, ``min_p``, ``typical_p``, ``top_k``, ``logprobs``, ``echo``, ``stop``, penalties,
+        ``seed``, ``mirostat_*``, ``grammar``, ``logit_bias``; a stream is an iterator of chunks."""
+        tasks, answer = self._completion_tasks(prompt, stream, **kwargs)
+        return self._stream(tasks, answer) if stream else answer.final(self._collect(tasks))
+
+    async def acreate_completion(
+        self, prompt: str | list[int], stream: bool = False, **kwargs: Any
+    ) -> Completion | AsyncIterator[CompletionChunk]:
+        """:meth:`create_completion` for asyncio: the event loop never blocks."""
+        tasks, answer = await asyncio.to_thread(self._completion_tasks, prompt, stream, **kwargs)
+        return self._astream(tasks, answer) if stream else answer.final(await self._acollect(tasks))
+
+    def _completion_tasks(
+        self,
+        prompt: str | list[int],
+        stream: bool,
+        *,
+        suffix: str | None = None,
+        max_tokens: int | None = 16,
+        temperature: float = 0.8,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        logprobs: int | None = None,
+        echo: bool = False,
+        stop: str | list[str] | None = None,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        top_k: int = 40,
+        seed: int | None = None,
+        mirostat_mode: int = 0,
+        mirostat_tau: float = 5.0,
+        mirostat_eta: float = 0.1,
+        model: str | None = None,
+        grammar: LlamaGrammar | None = None,
+        logit_bias: dict[int | str, float] | None = None,
+        **rest: Any,
+    ) -> tuple[list[CompletionTask], CompletionAnswer]:
+        body = sampling_fields(
+            max_tokens=max_tokens, temperature=temperature, top_p=top_p, min_p=min_p, typical_p=typical_p,
+            top_k=top_k, stop=stop, frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+            repeat_penalty=repeat_penalty, seed=seed, mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau,
+            mirostat_eta=mirostat_eta, logit_bias=logit_bias, **rest,
+        )  # fmt: skip
+        if logprobs is not None:
+            if echo:
+                raise NotImplementedError("echo=True with logprobs: the prompt's own logprobs are not computed")
+            body["n_probs"] = max(logprobs, 1)  # the sampled token's own logprob comes with the top ones
+        if grammar is not None:
+            body["grammar"] = self._checked_grammar(grammar)
+        if suffix is not None:
+            prompt = self._engine.infill_tokens({"input_prefix": prompt, "input_suffix": suffix})
+        tasks = self._engine.make_tasks({**body, "stream": stream, "cache_prompt": True}, prompt)
+        echoed = ""
+        if echo and not stream:
+            echoed = prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace")
+        return tasks, CompletionAnswer(shapes.Head(model or self.model_path), logprobs, echoed)
+
+    def _checked_grammar(self, grammar: LlamaGrammar | str) -> str:
+        text = str(grammar)
+        self._engine.check_grammar(text)
+        return text
+
+    # --- chats --------------------------------------------------------------------------------
+    def create_chat_completion(
+        self, messages: list[dict[str, Any]], stream: bool = False, **kwargs: Any
+    ) -> ChatCompletion | Iterator[ChatCompletionChunk]:
+        """llama-cpp-python's ``create_chat_completion``: the model's chat template (llama.cpp's
+        Jinja engine), ``tools``/``tool_choice`` (tool calls parsed for every template family that
+        has a format; a named function is forced by its schema where the template has none),
+        ``response_format`` with a JSON schema, ``logprobs``/``top_logprobs``, ``n``, ``stream``."""
+        tasks, answer = self._chat_tasks(messages, stream, **kwargs)
+        return self._stream(tasks, answer) if stream else answer.final(self._collect(tasks))
+
+    async def acreate_chat_completion(
+        self, messages: list[dict[str, Any]], stream: bool = False, **kwargs: Any
+    ) -> ChatCompletion | AsyncIterator[ChatCompletionChunk]:
+        tasks, answer = await asyncio.to_thread(self._chat_tasks, messages, stream, **kwargs)
+        return self._astream(tasks, answer) if stream else answer.final(await self._acollect(tasks))
+
+    def _chat_tasks(
+        self,
+        messages: list[dict[str, Any]],
+        stream: bool,
+        *,
+        functions: list[dict[str, Any]] | None = None,
+        function_call: str | dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        temperature: float = 0.2,
+        top_p: float = 0.95,
+        top_k: int = 40,
+        min_p: float = 0.05,
+        typical_p: float = 1.0,
+        stop: str | list[str] | None = None,
+        seed: int | None = None,
+        response_format: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        mirostat_mode: int = 0,
+        mirostat_tau: float = 5.0,
+        mirostat_eta: float = 0.1,
+        model: str | None = None,
+        grammar: LlamaGrammar | None = None,
+        logit_bias: dict[int | str, float] | None = None,
+        logprobs: bool | None = None,
+        top_logprobs: int | None = None,
+        n: int = 1,
+        **rest: Any,
+    ) -> tuple[list[CompletionTask], ChatAnswer]:
+        if functions is not None and tools is None:  # the legacy form
+            tools = [{"type": "function", "function": f} for f in functions]
+        if function_call is not None and tool_choice is None:
+            name = function_call.get("name") if isinstance(function_call, dict) else None
+            tool_choice = {"type": "function", "function": {"name": name}} if name else function_call
+        body = sampling_fields(
+            max_tokens=max_tokens, temperature=temperature, top_p=top_p, min_p=min_p, typical_p=typical_p,
+            top_k=top_k, stop=stop, frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+            repeat_penalty=repeat_penalty, seed=seed, mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau,
+            mirostat_eta=mirostat_eta, logit_bias=logit_bias, **rest,
+        )  # fmt: skip
+        body.update(messages=messages, stream=stream, n=n, cache_prompt=True)
+        if tools is not None:
+            body.update(tools=tools, tool_choice=tool_choice or "auto")
+        if response_format is not None:
+            body["response_format"] = response_format
+        if grammar is not None:
+            body["grammar"] = self._checked_grammar(grammar)
+        if logprobs:
+            body.update(logprobs=True, top_logprobs=max(top_logprobs or 0, 1))
+        fields = openai_chat_fields(body)
+        forced = _forced_function(tools, tool_choice)
+        rendered, parse = self._engine.render_chat_request(fields)
+        if forced is not None and "grammar" not in rendered:
+            # the template has no tool-call format: the whole answer is the named function's
+            # arguments, constrained by its schema (as llama-cpp-python does)
+            fields = {k: v for k, v in fields.items() if k not in ("tools", "tool_choice", "grammar")}
+            fields["json_schema"] = schema_or_any_object(forced.get("parameters", {}))
+            rendered, parse = self._engine.render_chat_request(fields)
+        else:
+            forced = None
+        request = {**fields, **rendered, "stop": [*fields["stop"], *rendered.pop("additional_stops")]}
+        tasks = self._engine.make_tasks(request, request["prompt"])
+        head = shapes.Head(model or self.model_path, prefix="chatcmpl-")
+        n_top = (top_logprobs or 0) if logprobs else None
+        return tasks, ChatAnswer(head, parse, n_top, forced["name"] if forced else None)
+
+    # --- embeddings ---------------------------------------------------------------------------
+    def create_embedding(self, input: str | list[str], model: str | None = None) -> EmbeddingResponse:  # noqa: A002
+        """llama-cpp-python's embeddings response (not normalized, as there)."""
+        vectors, n_tokens = self._embed(input, normalize=False, truncate=True)
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
+            "model": model or self.model_path,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        }
+
+    def embed(
+        self,
+        input: str | list[str],  # noqa: A002
+        normalize: bool = False,
+        truncate: bool = True,
+        return_count: bool = False,
+    ) -> Any:
+        """One vector per input (per token with pooling ``none``): a list for a str, a list of
+        those for a list; ``normalize``: L2."""
+        vectors, n_tokens = self._embed(input, normalize, truncate)
+        out = vectors[0] if isinstance(input, str) else vectors
+        return (out, n_tokens) if return_count else out
+
+    def _embed(self, inputs: str | list[str], normalize: bool, truncate: bool) -> tuple[list[Any], int]:
+        engine = self._engine
+        if not engine.embedding:
+            raise RuntimeError("Llama model must be created with embedding=True to call this method")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        prompts = [self.tokenize(t.encode("utf-8"), add_bos=True) for t in texts]
+        if truncate:
+            prompts = [p[: engine.n_ubatch] for p in prompts]
+        finals = self._collect(engine.make_embedding_tasks(prompts, 2 if normalize else -1))
+        pooled = engine.pooling != "none"
+        vectors = [p["embedding"][0] if pooled else p["embedding"] for p in finals]
+        return vectors, sum(p["tokens_evaluated"] for p in finals)
+
+    # --- state --------------------------------------------------------------------------------
+    def save_state(self) -> LlamaState:
+        """Every slot's tokens and KV cache (wait for calls in flight to finish first)."""
+        state = LlamaState(seed=self._engine.defaults.seed)
+        with tempfile.TemporaryDirectory(prefix="pyllama-state-") as tmp:
+            for i in range(self._engine.n_parallel):
+                path = Path(tmp) / f"slot{i}.bin"
+                self._call(TaskType.SLOT_SAVE, {"id_slot": i, "filename": str(path)})
+                data = path.read_bytes()
+                state.slot_states.append(data)
+                state.slot_tokens.append(_state_tokens(data))
+        return state
+
+    def load_state(self, state: LlamaState) -> None:
+        """Put back what :meth:`save_state` kept (a later prompt with the same start reuses it)."""
+        if len(state.slot_states) > self._engine.n_parallel:
+            raise ValueError(f"the state has {len(state.slot_states)} slots; this Llama has {self._engine.n_parallel}")
+        with tempfile.TemporaryDirectory(prefix="pyllama-state-") as tmp:
+            for i, data in enumerate(state.slot_states):
+                path = Path(tmp) / f"slot{i}.bin"
+                path.write_bytes(data)
+                self._call(TaskType.SLOT_RESTORE, {"id_slot": i, "filename": str(path)})
+
+    def _call(self, task_type: TaskType, payload: Any) -> Result:
+        res = self._engine.call(task_type, payload)
+        raise_for_error(res)
+        return res
+
+    # --- reading results ----------------------------------------------------------------------
+    def _results(self, tasks: list[Any]) -> Iterator[Result]:
+        """Every result of ``tasks`` as it comes; leaving early cancels what has not finished."""
+        if self.closed:
+            raise RuntimeError("this Llama is closed")
+        with self._engine.submit(tasks) as reader:
+            while reader.has_next():
+                res = reader.next(lambda: self.closed)
+                if res is None:
+                    raise RuntimeError("this Llama was closed while a call was waiting")
+                raise_for_error(res)
+                yield res
+
+    def _collect(self, tasks: list[Any]) -> list[dict[str, Any]]:
+        """The final payloads of ``tasks``, in the request's order."""
+        finals = [r.payload for r in self._results(tasks) if r.is_final]
+        return sorted(finals, key=lambda p: p["index"])
+
+    def _stream(self, tasks: list[Any], answer: Answer) -> Iterator[Any]:
+        for res in self._results(tasks):
+            yield from answer.chunks(res)
+
+    async def _aresults(self, tasks: list[Any]) -> AsyncIterator[Result]:
+        if self.closed:
+            raise RuntimeError("this Llama is closed")
+        n_final = 0
+        reader = self._engine.submit(tasks)
+        with AsyncReader(reader, poll_interval_s=0.5) as results:
+            while n_final < len(tasks):
+                batch = await results.next_batch(lambda: self.closed)
+                if not batch:
+                    raise RuntimeError("this Llama was closed while a call was waiting")
+                for res in batch:
+                    raise_for_error(res)
+                    n_final += res.is_final
+                    yield res
+
+    async def _acollect(self, tasks: list[Any]) -> list[dict[str, Any]]:
+        finals = [r.payload async for r in self._aresults(tasks) if r.is_final]
+        return sorted(finals, key=lambda p: p["index"])
+
+    async def _astream(self, tasks: list[Any], answer: Answer) -> AsyncIterator[Any]:
+        async for res in self._aresults(tasks):
+            for chunk in answer.chunks(res):
+                yield chunk
+
+
+def _forced_function(tools: list[dict[str, Any]] | None, tool_choice: Any) -> dict[str, Any] | None:
+    """The function a ``tool_choice`` names (``{"type": "function", "function": {"name": ...}}``)."""
+    if not isinstance(tool_choice, dict):
+        return None
+    name = (tool_choice.get("function") or {}).get("name")
+    for tool in tools or []:
+        if tool.get("type") == "function" and tool.get("function", {}).get("name") == name:
+            return dict(tool["function"])
+    raise ValueError(f"Tool choice '{name}' not found in tools.")
+
+
+def _state_tokens(data: bytes) -> list[int]:
+    """The tokens at the head of a llama.cpp sequence-state file (magic, version, count, tokens)."""
+    n = struct.unpack_from("<I", data, 8)[0] if len(data) >= 12 else 0
+    return list(struct.unpack_from(f"<{n}i", data, 12)) if n else []
+

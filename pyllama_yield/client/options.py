@@ -1,0 +1,151 @@
+"""llama-cpp-python's argument names → ours: the ``Llama`` constructor's into an ``EngineConfig``,
+a call's sampling arguments into the engine's request fields (llama-server's names)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..server.config import EngineConfig
+from ..server.params import CompletionParams
+
+__all__ = ["engine_config", "sampling_fields"]
+
+# llama-cpp-python's llama_pooling_type and ggml_type numbers, for callers that pass its constants
+_POOLING = {-1: None, 0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
+_GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 30: "bf16"}
+
+# llama-cpp-python arguments this engine does not have: accepted at their default, refused otherwise
+_NOT_HONOURED: dict[str, Any] = {
+    "split_mode": 1,
+    "main_gpu": 0,
+    "tensor_split": None,
+    "vocab_only": False,
+    "kv_overrides": None,
+    "rope_scaling_type": -1,
+    "rope_freq_base": 0.0,
+    "rope_freq_scale": 0.0,
+    "yarn_ext_factor": -1.0,
+    "yarn_attn_factor": 1.0,
+    "yarn_beta_fast": 32.0,
+    "yarn_beta_slow": 1.0,
+    "yarn_orig_ctx": 0,
+    "attention_type": -1,
+    "offload_kqv": True,
+    "op_offload": None,
+    "lora_base": None,
+    "numa": False,
+    "chat_handler": None,
+    "tokenizer": None,
+    "spm_infill": False,
+}
+# accepted and without effect here: logprobs need no switch, performance counters are free,
+# llama.cpp's log goes to the ``logging`` logger ``pyllama_yield.llama_cpp`` whatever ``verbose``
+_NO_EFFECT = {"logits_all", "no_perf", "verbose"}
+
+
+def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int, **kw: Any) -> EngineConfig:
+    """An engine config from ``Llama``'s keyword arguments (llama-cpp-python's names). ``n_ctx`` is
+    each slot's context, as llama-cpp-python's is its one sequence's: the engine gets
+    ``n_ctx × n_parallel``."""
+    for name, default in _NOT_HONOURED.items():
+        if name in kw and kw.pop(name) != default:
+            raise NotImplementedError(f"Llama({name}=...) is not supported by pyllama-yield")
+    for name in _NO_EFFECT:
+        kw.pop(name, None)
+    n_ctx = kw.pop("n_ctx", 512)
+    if n_ctx < 0:
+        raise ValueError(f"n_ctx must be >= 0, got {n_ctx}")
+    pooling = kw.pop("pooling_type", -1)
+    flash = kw.pop("flash_attn", False)
+    n_gpu = kw.pop("n_gpu_layers", 0)
+    lora_path, lora_scale = kw.pop("lora_path", None), kw.pop("lora_scale", 1.0)
+    draft = kw.pop("draft_model", None)
+    if draft is not None and not isinstance(draft, (str, os.PathLike)):
+        raise TypeError("draft_model must be the path of a GGUF draft model (prompt-lookup drafting is not built)")
+    options: dict[str, Any] = {
+        "n_ctx": n_ctx * n_parallel,
+        "n_parallel": n_parallel,
+        "n_batch": kw.pop("n_batch", 512),
+        "n_ubatch": kw.pop("n_ubatch", 512),
+        "n_threads": kw.pop("n_threads", None),
+        "n_threads_batch": kw.pop("n_threads_batch", None),
+        "n_gpu_layers": 999 if n_gpu < 0 else n_gpu,
+        "use_mmap": kw.pop("use_mmap", True) and lora_path is None,
+        "use_mlock": kw.pop("use_mlock", False),
+        "embedding": kw.pop("embedding", False),
+        "pooling": _POOLING.get(pooling, pooling) if isinstance(pooling, int) else pooling,
+        "flash_attn": flash if isinstance(flash, str) else ("on" if flash else "off"),
+        "cache_type_k": _ggml_type(kw.pop("type_k", None)),
+        "cache_type_v": _ggml_type(kw.pop("type_v", None)),
+        "swa_full": bool(kw.pop("swa_full", False)),
+        "chat_template": kw.pop("chat_template", None) or kw.pop("chat_format", None),
+        "draft_model_path": draft,
+        "lora": [(lora_path, lora_scale)] if lora_path else [],
+        "defaults": CompletionParams(seed=seed, repeat_last_n=kw.pop("last_n_tokens_size", 64)),
+        "cache_ram_mib": kw.pop("cache_ram_mib", 0),
+    }
+    if "n_draft" in kw:
+        options["n_draft"] = kw.pop("n_draft")
+    kw.pop("chat_format", None)
+    if kw:
+        raise TypeError(f"Llama() got unexpected keyword arguments: {', '.join(sorted(kw))}")
+    return EngineConfig.create(model_path, **options)
+
+
+def _ggml_type(value: int | str | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if value not in _GGML_TYPES:
+        raise ValueError(f"unknown ggml type {value} for the KV cache")
+    return _GGML_TYPES[value]
+
+
+def sampling_fields(
+    *,
+    max_tokens: int | None,
+    temperature: float,
+    top_p: float,
+    min_p: float,
+    typical_p: float,
+    top_k: int,
+    stop: str | list[str] | None,
+    frequency_penalty: float,
+    presence_penalty: float,
+    repeat_penalty: float,
+    seed: int | None,
+    mirostat_mode: int,
+    mirostat_tau: float,
+    mirostat_eta: float,
+    logit_bias: dict[int | str, float] | None,
+    logits_processor: Any = None,
+    stopping_criteria: Any = None,
+    tfs_z: float = 1.0,  # no effect in llama-cpp-python either
+) -> dict[str, Any]:
+    """A call's sampling arguments as request fields; ``max_tokens`` None or <= 0: no limit but
+    the context."""
+    for name, value in (("logits_processor", logits_processor), ("stopping_criteria", stopping_criteria)):
+        if value is not None:
+            raise NotImplementedError(
+                f"{name} runs Python for every token of one sequence; the batched engine does not call it "
+                "(use grammar, logit_bias or stop instead)"
+            )
+    fields: dict[str, Any] = {
+        "n_predict": max_tokens if max_tokens is not None and max_tokens > 0 else -1,
+        "temperature": temperature,
+        "top_p": top_p,
+        "min_p": min_p,
+        "typical_p": typical_p,
+        "top_k": top_k,
+        "stop": [stop] if isinstance(stop, str) else list(stop or []),
+        "frequency_penalty": frequency_penalty,
+        "presence_penalty": presence_penalty,
+        "repeat_penalty": repeat_penalty,
+        "mirostat": mirostat_mode,
+        "mirostat_tau": mirostat_tau,
+        "mirostat_eta": mirostat_eta,
+        "logit_bias": [[int(k), v] for k, v in (logit_bias or {}).items()],
+    }
+    if seed is not None:
+        fields["seed"] = seed
+    return fields

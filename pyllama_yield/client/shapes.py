@@ -1,0 +1,154 @@
+"""The engine's native results (llama-server's ``/completion`` payloads) in llama-cpp-python's
+shapes: completions, their stream chunks, chats and chat chunks, logprobs, usage."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from .types import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessage,
+    ChatLogprobs,
+    Completion,
+    CompletionChunk,
+    CompletionLogprobs,
+    FinishReason,
+    TokenLogprob,
+    ToolCall,
+    Usage,
+)
+
+__all__ = ["Head", "completion_logprobs", "finish_reason", "usage"]
+
+
+class Head:
+    """What every chunk of one answer shares: its id, creation time and model name."""
+
+    def __init__(self, model: str, prefix: str = "cmpl-") -> None:
+        self.completion_id = f"cmpl-{uuid.uuid4()}"
+        self.id = self.completion_id if prefix == "cmpl-" else f"chat{self.completion_id}"
+        self.created = int(time.time())
+        self.model = model
+
+
+def finish_reason(payload: dict[str, Any]) -> FinishReason:
+    """An end-of-generation token or a stop string is "stop"; a token limit or a full context "length"."""
+    return "stop" if payload.get("stop_type") in ("eos", "word") else "length"
+
+
+def usage(finals: list[dict[str, Any]]) -> Usage:
+    """Choices of one prompt share it: the prompt counts once."""
+    prompt = max((p["tokens_evaluated"] for p in finals), default=0)
+    completion = sum(p["tokens_predicted"] for p in finals)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def completion_logprobs(entries: list[dict[str, Any]], n_top: int, offset: int) -> CompletionLogprobs:
+    """``completion_probabilities`` entries as llama-cpp-python's ``logprobs``: each token's
+    top-``n_top`` alternatives with the sampled token always among them; ``offset`` is where the
+    first token's text starts in the answer's text."""
+    out: CompletionLogprobs = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+    for e in entries:
+        top = {t["token"]: t["logprob"] for t in e["top_logprobs"][:n_top]}
+        top[e["token"]] = e["logprob"]
+        out["text_offset"].append(offset)
+        out["token_logprobs"].append(e["logprob"])
+        out["tokens"].append(e["token"])
+        out["top_logprobs"].append(top)
+        offset += len(e["token"])
+    return out
+
+
+def completion(
+    head: Head, finals: list[dict[str, Any]], prefix: str, n_logprobs: int | None, offset: int
+) -> Completion:
+    """A non-streamed completion; ``prefix`` is the echoed prompt (empty without ``echo``)."""
+    choices = []
+    for p in finals:
+        lp = None
+        if n_logprobs is not None:
+            lp = completion_logprobs(p.get("completion_probabilities", []), n_logprobs, offset + len(prefix))
+        choices.append(
+            {"text": prefix + p["content"], "index": p["index"], "logprobs": lp, "finish_reason": finish_reason(p)}
+        )
+    return {
+        "id": head.id,
+        "object": "text_completion",
+        "created": head.created,
+        "model": head.model,
+        "choices": choices,  # type: ignore[typeddict-item]
+        "usage": usage(finals),
+    }
+
+
+def completion_chunk(
+    head: Head, text: str, index: int, logprobs: CompletionLogprobs | None, finish: FinishReason | None
+) -> CompletionChunk:
+    return {
+        "id": head.id,
+        "object": "text_completion",
+        "created": head.created,
+        "model": head.model,
+        "choices": [{"text": text, "index": index, "logprobs": logprobs, "finish_reason": finish}],
+    }
+
+
+def chat_logprobs(entries: list[dict[str, Any]], n_top: int) -> ChatLogprobs:
+    content: list[TokenLogprob] = [
+        {
+            "token": e["token"],
+            "logprob": e["logprob"],
+            "bytes": e["bytes"],
+            "top_logprobs": [
+                {"token": t["token"], "logprob": t["logprob"], "bytes": t["bytes"]} for t in e["top_logprobs"][:n_top]
+            ],
+        }
+        for e in entries
+    ]
+    return {"content": content, "refusal": None}
+
+
+def forced_tool_message(name: str, arguments: str, head: Head, index: int = 0) -> ChatCompletionMessage:
+    """A call of the function ``tool_choice`` named, its arguments the schema-constrained output
+    (for templates with no tool-call format), in llama-cpp-python's shape."""
+    call: ToolCall = {
+        "id": f"call__{index}_{name}_{head.completion_id}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+    return {"role": "assistant", "content": None, "function_call": call["function"], "tool_calls": [call]}
+
+
+def chat(
+    head: Head, finals: list[dict[str, Any]], messages: list[ChatCompletionMessage], n_logprobs: int | None
+) -> ChatCompletion:
+    choices = []
+    for p, message in zip(finals, messages, strict=True):
+        reason = finish_reason(p)
+        if message.get("tool_calls") and reason == "stop":
+            reason = "tool_calls"
+        lp = chat_logprobs(p.get("completion_probabilities", []), n_logprobs) if n_logprobs is not None else None
+        choices.append({"index": p["index"], "message": message, "logprobs": lp, "finish_reason": reason})
+    return {
+        "id": head.id,
+        "object": "chat.completion",
+        "created": head.created,
+        "model": head.model,
+        "choices": choices,  # type: ignore[typeddict-item]
+        "usage": usage(finals),
+    }
+
+
+def chat_chunk(
+    head: Head, index: int, delta: dict[str, Any], finish: FinishReason | None = None, logprobs: Any = None
+) -> ChatCompletionChunk:
+    return {
+        "id": head.id,
+        "object": "chat.completion.chunk",
+        "created": head.created,
+        "model": head.model,
+        "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
+    }
