@@ -257,6 +257,14 @@ def apply_chat_template(template: str, messages: Sequence[dict[str, str]], add_a
     return ffi.unpack(buf, n).decode("utf-8", "replace")
 
 
+def builtin_chat_templates() -> list[str]:
+    """The names of the chat formats llama.cpp has built in (``chatml``, ``llama3``, ``gemma``, ...)."""
+    n = lib.llama_chat_builtin_templates(ffi.NULL, 0)
+    names = ffi.new("char *[]", n)
+    lib.llama_chat_builtin_templates(names, n)
+    return [ffi.string(names[i]).decode() for i in range(n)]
+
+
 def _read_string(call: Callable[[Any, int], int], size: int = 256) -> str:
     """Call a llama.cpp ``(buf, size) -> needed length`` function, growing the buffer if needed."""
     buf = ffi.new("char[]", size)

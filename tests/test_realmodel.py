@@ -75,3 +75,99 @@ def test_speculative_decoding_with_the_target_as_draft(gemma, srv):
         assert d["tokens"][:6] == p[:6]
         t = d["timings"]
         assert t["draft_n"] > 0 and t["draft_n_accepted"] >= 0.7 * t["draft_n"], t
+
+
+# --- pyllama_yield.Llama: llama-cpp-python's README usage, unchanged but for the import ----------
+@pytest.fixture(scope="module")
+def llm(gemma):
+    from pyllama_yield import Llama
+
+    with Llama(model_path=str(gemma), n_ctx=2048, n_threads=2, chat_format="chatml", seed=1337) as llm:
+        yield llm
+
+
+def test_readme_completion(llm):
+    output = llm(
+        "Q: Name the planets in the solar system? A: ",  # Prompt
+        max_tokens=32,  # Generate up to 32 tokens
+        stop=["Q:", "\n"],  # Stop generating just before the model would generate a new question
+        echo=True,  # Echo the prompt back in the output
+    )
+    choice = output["choices"][0]
+    assert choice["text"].startswith("Q: Name the planets in the solar system? A: ") and "\n" not in choice["text"]
+    assert choice["finish_reason"] in ("stop", "length") and output["object"] == "text_completion"
+    assert set(output["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    # at temperature 0.8 a 270M base model may ramble; greedy, it names planets
+    greedy = llm("Q: Name the planets in the solar system? A: ", max_tokens=32, stop=["Q:", "\n"], temperature=0)
+    text = greedy["choices"][0]["text"]
+    assert sum(p in text for p in ("Mercury", "Venus", "Earth", "Mars", "Jupiter", "Saturn")) >= 2, text
+
+
+def test_readme_chat_json_schema_and_function_calling(llm):
+    chat = llm.create_chat_completion(
+        messages=[
+            {"role": "system", "content": "You are an assistant who perfectly describes images."},
+            {"role": "user", "content": "Describe this image in detail please."},
+        ],
+        max_tokens=48,
+    )
+    assert chat["choices"][0]["message"]["role"] == "assistant" and chat["choices"][0]["message"]["content"]
+    json_mode = llm.create_chat_completion(
+        messages=[
+            {"role": "system", "content": "You are a helpful assistant that outputs in JSON."},
+            {"role": "user", "content": "Who won the world series in 2020"},
+        ],
+        response_format={
+            "type": "json_object",
+            "schema": {"type": "object", "properties": {"team_name": {"type": "string"}}, "required": ["team_name"]},
+        },
+        temperature=0.7,
+    )
+    assert isinstance(json.loads(json_mode["choices"][0]["message"]["content"])["team_name"], str)
+    tool = llm.create_chat_completion(
+        messages=[
+            {"role": "system", "content": "The assistant calls functions with appropriate input when necessary"},
+            {"role": "user", "content": "Extract Jason is 25 years old"},
+        ],
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    "name": "UserDetail",
+                    "parameters": {
+                        "type": "object",
+                        "title": "UserDetail",
+                        "properties": {
+                            "name": {"title": "Name", "type": "string"},
+                            "age": {"title": "Age", "type": "integer"},
+                        },
+                        "required": ["name", "age"],
+                    },
+                },
+            }
+        ],
+        tool_choice={"type": "function", "function": {"name": "UserDetail"}},
+    )
+    call = tool["choices"][0]["message"]["tool_calls"][0]["function"]
+    args = json.loads(call["arguments"])
+    assert call["name"] == "UserDetail" and tool["choices"][0]["finish_reason"] == "tool_calls"
+    assert isinstance(args["name"], str) and isinstance(args["age"], int)
+
+
+def test_readme_streaming_embeddings_tokens_and_state(gemma, llm):
+    question = "Q: What is the capital of France?\nA:"
+    chunks = list(llm(question, max_tokens=8, temperature=0, stream=True))
+    whole = llm(question, max_tokens=8, temperature=0)
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
+    assert "Paris" in whole["choices"][0]["text"]
+    lp = llm(question, max_tokens=1, temperature=0, logprobs=5)["choices"][0]["logprobs"]
+    assert "Paris" in [t.strip() for t in lp["top_logprobs"][0]]
+    tokens = llm.tokenize(b"Hello, world!")
+    assert tokens[0] == llm.token_bos() and llm.detokenize(tokens[1:]) == b"Hello, world!"
+    state = llm.save_state()
+    llm.load_state(state)
+    from pyllama_yield import Llama
+
+    with Llama(model_path=str(gemma), embedding=True, n_threads=2) as emb:
+        vec = emb.create_embedding("Hello, world!")["data"][0]["embedding"]
+        assert len(vec) > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..llama import builtin_chat_templates
 from ..server.config import EngineConfig
 from ..server.params import CompletionParams
 
@@ -60,6 +61,7 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
     flash = kw.pop("flash_attn", False)
     n_gpu = kw.pop("n_gpu_layers", 0)
     lora_path, lora_scale = kw.pop("lora_path", None), kw.pop("lora_scale", 1.0)
+    chat_template, chat_format = kw.pop("chat_template", None), kw.pop("chat_format", None)
     draft = kw.pop("draft_model", None)
     if draft is not None and not isinstance(draft, (str, os.PathLike)):
         raise TypeError("draft_model must be the path of a GGUF draft model (prompt-lookup drafting is not built)")
@@ -79,7 +81,7 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
         "cache_type_k": _ggml_type(kw.pop("type_k", None)),
         "cache_type_v": _ggml_type(kw.pop("type_v", None)),
         "swa_full": bool(kw.pop("swa_full", False)),
-        "chat_template": kw.pop("chat_template", None) or kw.pop("chat_format", None),
+        "chat_template": chat_template or _chat_format(chat_format),
         "draft_model_path": draft,
         "lora": [(lora_path, lora_scale)] if lora_path else [],
         "defaults": CompletionParams(seed=seed, repeat_last_n=kw.pop("last_n_tokens_size", 64)),
@@ -87,10 +89,33 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
     }
     if "n_draft" in kw:
         options["n_draft"] = kw.pop("n_draft")
-    kw.pop("chat_format", None)
     if kw:
         raise TypeError(f"Llama() got unexpected keyword arguments: {', '.join(sorted(kw))}")
     return EngineConfig.create(model_path, **options)
+
+
+# llama-cpp-python's chat_format names → llama.cpp's built-in templates (its other names are the same)
+_CHAT_FORMATS = {
+    "llama-2": "llama2",
+    "llama-3": "llama3",
+    "mistral-instruct": "mistral-v1",
+    "qwen": "chatml",
+    "chatml-function-calling": "chatml",  # a named tool_choice is forced by its schema on any template
+}
+
+
+def _chat_format(name: str | None) -> str | None:
+    """A ``chat_format`` as the llama.cpp template of that name (the model's own template: None)."""
+    if name is None:
+        return None
+    builtin = builtin_chat_templates()
+    template = _CHAT_FORMATS.get(name, name)
+    if template not in builtin:
+        raise ValueError(
+            f"unknown chat_format {name!r}: llama.cpp has {', '.join(builtin)} "
+            "(or pass the Jinja text as chat_template=)"
+        )
+    return template
 
 
 def _ggml_type(value: int | str | None) -> str | None:
