@@ -48,6 +48,7 @@ class Llama:
             raise ValueError(f"Model path does not exist: {model_path}")
         self.model_path = str(model_path)
         self._engine = Engine(engine_config(path, n_parallel, seed, **kwargs)).start()
+        self._turn_stops = _unknown_turn_ends(self._engine)
         # a Llama dropped without close() still stops its loop thread and frees the model
         self._finalizer = weakref.finalize(self, self._engine.stop)
 
@@ -249,7 +250,8 @@ class Llama:
             rendered, parse = self._engine.render_chat_request(fields)
         else:
             forced = None
-        request = {**fields, **rendered, "stop": [*fields["stop"], *rendered.pop("additional_stops")]}
+        stops = [*fields["stop"], *rendered.pop("additional_stops"), *self._turn_stops]
+        request = {**fields, **rendered, "stop": stops}
         tasks = self._engine.make_tasks(request, request["prompt"])
         head = shapes.Head(model or self.model_path, prefix="chatcmpl-")
         n_top = (top_logprobs or 0) if logprobs else None
@@ -376,6 +378,17 @@ def _forced_function(tools: list[dict[str, Any]] | None, tool_choice: Any) -> di
         if tool.get("type") == "function" and tool.get("function", {}).get("name") == name:
             return dict(tool["function"])
     raise ValueError(f"Tool choice '{name}' not found in tools.")
+
+
+def _unknown_turn_ends(engine: Engine) -> list[str]:
+    """ChatML's end-of-turn marker as a stop string when the template uses it but the vocab has
+    no such end-of-generation token (ChatML is the fallback for models without a template), as
+    llama-cpp-python's chatml format stops on it."""
+    marker = "<|im_end|>"
+    if marker not in engine.chat.info["source"]:
+        return []
+    tokens = engine.tokenize(marker, False, True)
+    return [] if len(tokens) == 1 and tokens[0] in engine.eog_tokens else [marker]
 
 
 def _state_tokens(data: bytes) -> list[int]:
