@@ -5,7 +5,7 @@ N Python threads (``--threads-clients``, 8) each ask for one completion of ``--m
 greedy tokens from a story prompt of their own, all at once:
 - ``ours``: one ``pyllama_yield.Llama(n_parallel=N)``, the calls batched on its loop thread;
 - ``lcp``: llama-cpp-python's ``Llama`` (``--lcp-python``: a Python with llama-cpp-python
-  installed), the calls serialized behind a lock, as its ``Llama`` needs;
+  installed), the calls serialized behind a lock, as its ``Llama`` needs (flash attention on);
 - ``http``: our server (``serve -np N``), N HTTP clients on ``/completion``.
 Each runs in a process of its own, the three taking turns for ``--repeat`` rounds; the model is
 loaded and warmed before the clock starts. Reported: generated tokens/s (every generated token,
@@ -42,7 +42,11 @@ def worker(kind: str, model: str, n: int, max_tokens: int, threads: int) -> None
     if kind == "lcp":
         from llama_cpp import Llama  # type: ignore[import-not-found]
 
-        llm = Llama(model_path=model, n_ctx=max_tokens + 64, n_threads=threads, n_threads_batch=threads, verbose=False)
+        # flash attention on: its best setting here (ours and llama-server pick it by default)
+        llm = Llama(
+            model_path=model, n_ctx=max_tokens + 64, n_threads=threads, n_threads_batch=threads, flash_attn=True,
+            verbose=False,
+        )  # fmt: skip
     else:
         from pyllama_yield import Llama
 

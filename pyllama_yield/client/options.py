@@ -58,7 +58,7 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
     if n_ctx < 0:
         raise ValueError(f"n_ctx must be >= 0, got {n_ctx}")
     pooling = kw.pop("pooling_type", -1)
-    flash = kw.pop("flash_attn", False)
+    flash = kw.pop("flash_attn", None)  # None: llama.cpp decides (as llama-server); a bool: on or off
     n_gpu = kw.pop("n_gpu_layers", 0)
     lora_path, lora_scale = kw.pop("lora_path", None), kw.pop("lora_scale", 1.0)
     chat_template, chat_format = kw.pop("chat_template", None), kw.pop("chat_format", None)
@@ -77,7 +77,7 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
         "use_mlock": kw.pop("use_mlock", False),
         "embedding": kw.pop("embedding", False),
         "pooling": _POOLING.get(pooling, pooling) if isinstance(pooling, int) else pooling,
-        "flash_attn": flash if isinstance(flash, str) else ("on" if flash else "off"),
+        "flash_attn": "auto" if flash is None else flash if isinstance(flash, str) else ("on" if flash else "off"),
         "cache_type_k": _ggml_type(kw.pop("type_k", None)),
         "cache_type_v": _ggml_type(kw.pop("type_v", None)),
         "swa_full": bool(kw.pop("swa_full", False)),
