@@ -160,7 +160,7 @@ def main() -> int:
         ratios["ours_over_lcp_serialized"] = median["ours"] / median["lcp"]
     print_table(summary, ["peer", "tok_s_median"])
     print(json.dumps(ratios, indent=2))
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
     write_json(
         "bench_llama_api",
         {

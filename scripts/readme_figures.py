@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Write the README's benchmark figures from the committed results under ``benchmarks/``.
+
+Each table sits between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in README.md and
+is made from ``benchmarks/NAME.json``, every row of it. ``--check`` fails when the README differs
+from what the results say (a figure edited by hand, or a result committed without its table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _source(result: dict[str, Any], name: str) -> str:
+    return f"`benchmarks/{name}.json`, commit `{result.get('commit', '?')}`, model {result.get('model', '?')}"
+
+
+def bench_llama_api(result: dict[str, Any]) -> str:
+    flags = result["flags"]
+    n = flags["threads_clients"]
+    lines = [
+        f"{n} threads, {flags['max_tokens']} greedy tokens each, llama.cpp on {flags['threads']} threads; "
+        f"tokens/s per round, the peers taking turns ({_source(result, 'bench_llama_api')}):",
+        "",
+        "| round | " + " | ".join(result["median_tok_s"]) + " |",
+        "|---|" + "---|" * len(result["median_tok_s"]),
+    ]
+    rounds: dict[int, dict[str, float]] = {}
+    for row in result["rounds"]:
+        rounds.setdefault(row["round"], {})[row["peer"]] = row["tok_s"]
+    names = list(result["median_tok_s"])
+    for r, peers in sorted(rounds.items()):
+        lines.append(f"| {r} | " + " | ".join(f"{peers.get(p, float('nan')):.1f}" for p in names) + " |")
+    lines.append("| **median** | " + " | ".join(f"**{v:.1f}**" for v in result["median_tok_s"].values()) + " |")
+    ratios = result["ratios"]
+    words = {
+        "ours_over_lcp_serialized": "ours ÷ llama-cpp-python serialized",
+        "ours_over_http": "ours ÷ our HTTP server",
+    }
+    lines += ["", "; ".join(f"{words.get(k, k)}: **{v:.2f}**" for k, v in ratios.items())]
+    return "\n".join(lines)
+
+
+TABLES: dict[str, Callable[[dict[str, Any]], str]] = {"bench_llama_api": bench_llama_api}
+
+
+def render(readme: str) -> str:
+    for name, make in TABLES.items():
+        path = REPO / "benchmarks" / f"{name}.json"
+        if not path.exists():
+            continue
+        block = make(json.loads(path.read_text()))
+        pattern = re.compile(rf"(<!-- figures:{name} -->\n).*?(<!-- /figures:{name} -->)", re.S)
+        readme, n = pattern.subn(lambda m, b=block: m.group(1) + b + "\n" + m.group(2), readme)
+        if n != 1:
+            raise SystemExit(f"README.md has no <!-- figures:{name} --> block")
+    return readme
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--check", action="store_true", help="fail if the README's figures are not the results'")
+    a = ap.parse_args()
+    path = REPO / "README.md"
+    old = path.read_text()
+    new = render(old)
+    if a.check:
+        if new != old:
+            print("README.md figures differ from benchmarks/*.json: run scripts/readme_figures.py", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
