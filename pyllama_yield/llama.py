@@ -419,9 +419,15 @@ class Batch(_Owner):
         self.n_tokens = i + 1
 
     def add_sequence(
-        self, tokens: Sequence[int] | np.ndarray, start_pos: int = 0, seq_id: int = 0, logits_last: bool = True
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        start_pos: int = 0,
+        seq_id: int = 0,
+        logits_last: bool = True,
+        logits_all: bool = False,
     ) -> None:
-        """Append a run of tokens of one sequence; only the last one asks for logits by default."""
+        """Append a run of tokens of one sequence; only the last one asks for logits by default
+        (every one with ``logits_all``)."""
         toks = np.asarray(tokens, dtype=np.int32)
         n, i = len(toks), self.n_tokens
         if i + n > self.capacity:
@@ -431,7 +437,7 @@ class Batch(_Owner):
         self.n_seq_id[i : i + n] = 1
         for j in range(i, i + n):
             self._seq[j][0] = seq_id
-        self.logits[i : i + n] = 0
+        self.logits[i : i + n] = 1 if logits_all else 0
         if logits_last and n:
             self.logits[i + n - 1] = 1
         self.n_tokens = i + n

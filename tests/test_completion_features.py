@@ -221,3 +221,27 @@ def test_timings_count_decode_steps_and_progress_carries_them(tiny_model_path):
     prompt_ms = [e["timings"]["prompt_ms"] for e in progress]
     assert prompt_ms == sorted(prompt_ms) and prompt_ms[-1] > 0
     assert progress[-1]["prompt_progress"]["processed"] == progress[-1]["prompt_progress"]["total"]
+
+
+def test_prompt_logprobs_rate_every_prompt_token_even_over_several_batches(tiny_model_path):
+    """prompt_logprobs (vLLM's field): the logits at prompt position p rate token p+1; a prompt
+    split over several batches and a cached prefix change nothing."""
+    with Engine.create(tiny_model_path, n_ctx=512, n_batch=16, n_threads=1) as small:
+        tokens = small.tokenize("The quick brown fox jumps over the lazy dog, then naps in the sun all day", True, True)
+        assert len(tokens) > 16  # more than one batch
+        body = {"prompt": tokens, "n_predict": 1, "temperature": 0.0, "prompt_logprobs": 3}
+        first = run(small, **body)[0]
+        again = run(small, **body)[0]  # the whole prompt is cached now: it is evaluated anyway
+        plain = run(small, prompt=tokens, n_predict=1, temperature=0.0)[0]
+    entries = first["prompt_probabilities"]
+    assert [e["id"] for e in entries] == tokens[1:]
+    assert all(e["logprob"] <= 0 and len(e["top_logprobs"]) == 3 for e in entries)
+    assert [e["logprob"] for e in again["prompt_probabilities"]] == pytest.approx([e["logprob"] for e in entries])
+    assert again["timings"]["cache_n"] == 0 and "prompt_probabilities" not in plain
+    # position p's logits are the ones a completion of tokens[:p+1] samples from
+    with Engine.create(tiny_model_path, n_ctx=512, n_threads=1) as ref:
+        nxt = run(ref, prompt=tokens[:5], n_predict=1, temperature=0.0, n_probs=1)[0]
+    top = nxt["completion_probabilities"][0]["top_logprobs"][0]
+    assert (top["id"], top["logprob"]) == (entries[4]["top_logprobs"][0]["id"], pytest.approx(
+        entries[4]["top_logprobs"][0]["logprob"], abs=1e-3
+    ))

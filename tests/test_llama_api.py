@@ -64,12 +64,33 @@ def test_logprobs_without_any_switch(llm):
     lp = out["choices"][0]["logprobs"]
     assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == 4
     assert "".join(lp["tokens"]) == out["choices"][0]["text"]
-    assert lp["text_offset"] == [sum(len(t) for t in lp["tokens"][:i]) for i in range(4)]
+    # offsets count in the prompt and the text, as OpenAI's (and llama-cpp-python's) do
+    assert lp["text_offset"] == [len("Hello") + sum(len(t) for t in lp["tokens"][:i]) for i in range(4)]
     for token, logprob, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], strict=True):
         assert top[token] == logprob <= 0 and len(top) <= 4
         assert logprob == max(top.values())  # greedy picks the most likely token
-    with pytest.raises(NotImplementedError, match="echo"):
-        llm("Hello", logprobs=1, echo=True)
+
+
+def test_echo_with_logprobs_rates_the_prompt_tokens_too(llm):
+    prompt = "The quick brown fox jumps"
+    n_prompt = len(llm.tokenize(prompt.encode()))
+    out = llm(prompt, max_tokens=3, temperature=0, logprobs=2, echo=True)
+    choice = out["choices"][0]
+    lp = choice["logprobs"]
+    assert choice["text"].startswith(prompt) and len(lp["tokens"]) == n_prompt + 3  # this vocab adds no BOS
+    assert "".join(lp["tokens"]) == choice["text"]
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+    assert all(x is not None and x <= 0 for x in lp["token_logprobs"][1:])
+    assert lp["text_offset"] == [sum(len(t) for t in lp["tokens"][:i]) for i in range(len(lp["tokens"]))]
+    # the generated part matches a call without echo, and a prompt token's logprob matches what a
+    # completion of the prompt before it says about that token
+    plain = llm(prompt, max_tokens=3, temperature=0, logprobs=2)["choices"][0]["logprobs"]
+    assert lp["tokens"][n_prompt:] == plain["tokens"]
+    assert lp["token_logprobs"][n_prompt:] == pytest.approx(plain["token_logprobs"], abs=1e-4)
+    head = llm.detokenize(llm.tokenize(prompt.encode())[:2]).decode()
+    nxt = llm(head, max_tokens=1, temperature=0, logprobs=50)["choices"][0]["logprobs"]["top_logprobs"][0]
+    if lp["tokens"][2] in nxt:
+        assert nxt[lp["tokens"][2]] == pytest.approx(lp["token_logprobs"][2], abs=1e-4)
 
 
 def test_streams_are_chunks_in_its_shapes(llm):

@@ -36,21 +36,26 @@ def raise_for_error(res: Result) -> None:
 
 
 class CompletionAnswer:
-    """``prefix``: the echoed prompt; ``n_logprobs``: top alternatives per token (None: off)."""
+    """``prompt``: its text (echoed with ``echo``, and where text offsets start); ``n_logprobs``:
+    top alternatives per token (None: off)."""
 
-    def __init__(self, head: shapes.Head, n_logprobs: int | None, prefix: str = "") -> None:
+    def __init__(
+        self, head: shapes.Head, prompt: str, echo: bool, n_logprobs: int | None, first: str | None = None
+    ) -> None:
         self.head = head
+        self.prompt = prompt
+        self.echo = echo
         self.n_logprobs = n_logprobs
-        self.prefix = prefix
+        self.first = first  # the echoed prompt's first token (None: a BOS)
         self._offsets: dict[int, int] = {}  # per choice: where the next streamed text starts
 
     def final(self, finals: list[dict[str, Any]]) -> Completion:
-        return shapes.completion(self.head, finals, self.prefix, self.n_logprobs, 0)
+        return shapes.completion(self.head, finals, self.prompt, self.echo, self.n_logprobs, self.first)
 
     def chunks(self, res: Result) -> list[CompletionChunk]:
         p = res.payload
         i = p["index"]
-        offset = self._offsets.get(i, 0)
+        offset = self._offsets.get(i, len(self.prompt))
         entries = p.get("completion_probabilities") if self.n_logprobs is not None else None
         lp = shapes.completion_logprobs(entries, self.n_logprobs or 0, offset) if entries else None
         out = []

@@ -152,18 +152,20 @@ class Llama:
             mirostat_eta=mirostat_eta, logit_bias=logit_bias, **rest,
         )  # fmt: skip
         if logprobs is not None:
-            if echo:
-                raise NotImplementedError("echo=True with logprobs: the prompt's own logprobs are not computed")
             body["n_probs"] = max(logprobs, 1)  # the sampled token's own logprob comes with the top ones
+            if echo and not stream:
+                body["prompt_logprobs"] = logprobs  # the echoed prompt's tokens get theirs too
         if grammar is not None:
             body["grammar"] = self._checked_grammar(grammar)
         if suffix is not None:
             prompt = self._engine.infill_tokens({"input_prefix": prompt, "input_suffix": suffix})
         tasks = self._engine.make_tasks({**body, "stream": stream, "cache_prompt": True}, prompt)
-        echoed = ""
-        if echo and not stream:
-            echoed = prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace")
-        return tasks, CompletionAnswer(shapes.Head(model or self.model_path), logprobs, echoed)
+        text = prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace")
+        first = None  # the echoed prompt's first listed token: none for a BOS
+        if tasks[0].prompt_tokens[0] != self._engine.vocab.bos:
+            first = self._engine.vocab.token_to_piece(tasks[0].prompt_tokens[0]).decode("utf-8", "replace")
+        echo = echo and not stream  # llama-cpp-python does not echo in streams either
+        return tasks, CompletionAnswer(shapes.Head(model or self.model_path), text, echo, logprobs, first)
 
     def _checked_grammar(self, grammar: LlamaGrammar | str) -> str:
         text = str(grammar)

@@ -62,15 +62,57 @@ def completion_logprobs(entries: list[dict[str, Any]], n_top: int, offset: int) 
     return out
 
 
+def _joined(a: CompletionLogprobs, b: CompletionLogprobs) -> CompletionLogprobs:
+    return {
+        "text_offset": a["text_offset"] + b["text_offset"],
+        "token_logprobs": a["token_logprobs"] + b["token_logprobs"],
+        "tokens": a["tokens"] + b["tokens"],
+        "top_logprobs": a["top_logprobs"] + b["top_logprobs"],
+    }
+
+
+def echo_logprobs(entries: list[dict[str, Any]], first: str | None, n_top: int) -> CompletionLogprobs:
+    """The echoed prompt's logprobs (``prompt_probabilities`` rate prompt tokens 1..n-1); the
+    first listed token has none, as in OpenAI's and llama-cpp-python's answers, and a leading BOS
+    (``first`` None) is not listed."""
+    if first is None:
+        out = completion_logprobs(entries, n_top, 0)
+    else:
+        lead: CompletionLogprobs = {
+            "text_offset": [0],
+            "token_logprobs": [None],
+            "tokens": [first],
+            "top_logprobs": [None],
+        }
+        out = _joined(lead, completion_logprobs(entries, n_top, len(first)))
+    if out["tokens"]:
+        out["token_logprobs"][0] = out["top_logprobs"][0] = None
+    return out
+
+
 def completion(
-    head: Head, finals: list[dict[str, Any]], prefix: str, n_logprobs: int | None, offset: int
+    head: Head,
+    finals: list[dict[str, Any]],
+    prompt: str,
+    echo: bool,
+    n_logprobs: int | None,
+    first: str | None = None,
 ) -> Completion:
-    """A non-streamed completion; ``prefix`` is the echoed prompt (empty without ``echo``)."""
+    """A non-streamed completion of ``prompt``, echoed before the text with ``echo``; the echoed
+    prompt's first token's text is ``first`` (None: a BOS, not listed). Text offsets count in the
+    prompt and the text, as OpenAI's do."""
+    prefix = prompt if echo else ""
     choices = []
     for p in finals:
         lp = None
         if n_logprobs is not None:
-            lp = completion_logprobs(p.get("completion_probabilities", []), n_logprobs, offset + len(prefix))
+            generated = p.get("completion_probabilities", [])
+            if prefix:
+                echoed = echo_logprobs(p.get("prompt_probabilities", []), first, n_logprobs)
+                end = sum(len(t) for t in echoed["tokens"])
+                lp = _joined(echoed, completion_logprobs(generated, n_logprobs, end))
+            else:
+                lp = completion_logprobs(generated, n_logprobs, len(prompt))
         choices.append(
             {"text": prefix + p["content"], "index": p["index"], "logprobs": lp, "finish_reason": finish_reason(p)}
         )

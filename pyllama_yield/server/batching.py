@@ -17,7 +17,7 @@ from ..llama import DecodeError, LlamaError, NoKvSlotError
 from ..queue import Result, Task, TaskType
 from . import speculative
 from .embedding import EmbeddingTask, normalize
-from .probs import token_probs
+from .probs import pre_sampling, token_probs
 from .results import error_payload, final_payload, partial_payload, progress_payload
 from .slot import Slot, SlotState, StopType, now
 from .task import CompletionTask
@@ -167,7 +167,9 @@ class BatchLoop:
                 continue
             chunk = s.prompt_tokens[start : start + room]
             last = start + len(chunk) == len(s.prompt_tokens)
-            batch.add_sequence(chunk, start, s.id, logits_last=last)
+            s.i_batch_first = batch.n_tokens
+            every = s.completion.params.prompt_logprobs >= 0  # the logits of each prompt token
+            batch.add_sequence(chunk, start, s.id, logits_last=last, logits_all=every)
             self.drafter.add_prompt_chunk(chunk, start, s.id)
             s.i_batch = batch.n_tokens - 1
             chunks[s.id] = len(chunk)
@@ -199,6 +201,8 @@ class BatchLoop:
         if isinstance(s.task, EmbeddingTask):
             self._send_embedding(s)
             return
+        if s.completion.params.prompt_logprobs >= 0:
+            self._prompt_probs(s, n)
         s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
         s.n_prompt_done += n
         s.n_prompt_processed += n
@@ -216,6 +220,18 @@ class BatchLoop:
             self._finish(s, StopType.LIMIT)
             return
         self._sample_and_accept(s, s.i_batch)
+
+    def _prompt_probs(self, s: Slot, n: int) -> None:
+        """``prompt_logprobs``: how likely each prompt token of this chunk was after the ones
+        before it (the logits at position p rate token p + 1)."""
+        n_top = s.completion.params.prompt_logprobs
+        start = s.n_prompt_done
+        for j in range(n):
+            nxt = start + j + 1
+            if nxt < len(s.prompt_tokens):
+                logits = self.ctx.logits(s.i_batch_first + j)
+                entry = pre_sampling(logits, s.prompt_tokens[nxt], n_top, self.vocab.token_to_piece)
+                s.prompt_probs.append(entry)
 
     def _verify_and_accept(self, s: Slot) -> None:
         """Sample the slot's next token, and verify its drafts: keep the longest matching prefix."""

@@ -241,6 +241,8 @@ class ServerContext(BatchLoop):
         if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and not self.drafter.active:
             n_keep = reuse_chunks(self.ctx, slot.id, slot.cache_tokens, tokens, n_keep, ct.params.n_cache_reuse)
         n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
+        if ct.params.prompt_logprobs >= 0:
+            n_keep = 0  # every prompt token's logits are needed: none may come from the cache
         if not self.ctx.seq_rm(slot.id, n_keep, -1):
             self.ctx.seq_rm(slot.id)
             n_keep = 0

@@ -233,8 +233,9 @@ class Engine:
 
     def _apply_caps(self, params: CompletionParams) -> CompletionParams:
         """The server's caps on what one request may ask for (``--n-predict-max``, ``--n-probs-max``)."""
-        if params.n_probs > self.n_probs_max:
-            raise ValueError(f"n_probs {params.n_probs} is over this server's limit of {self.n_probs_max}")
+        for name in ("n_probs", "prompt_logprobs"):
+            if getattr(params, name) > self.n_probs_max:
+                raise ValueError(f"{name} {getattr(params, name)} is over this server's limit of {self.n_probs_max}")
         cap = self.n_predict_max
         if cap >= 0:
             if params.n_predict > cap:

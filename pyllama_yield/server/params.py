@@ -111,6 +111,8 @@ class CompletionParams(BaseModel):
     stop: list[str] | str = Field(default_factory=list)
     n_probs: Int = Field(0, validation_alias=AliasChoices("n_probs", "logprobs"))
     post_sampling_probs: Bool = False
+    # ours (vLLM's name): logprobs of the prompt's own tokens, with this many alternatives each
+    prompt_logprobs: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = -1
 
     # --- sampling (llama.cpp's names on the right, in TaskParams.sampling)
     temperature: Annotated[Num, _soft(0.0, math.inf)] = 0.8  # temp
@@ -191,6 +193,7 @@ class TaskParams:
     ignore_eos: bool = False
     n_probs: int = 0
     post_sampling_probs: bool = False
+    prompt_logprobs: int = -1  # -1: off
     return_tokens: bool = False
     return_progress: bool = False
     timings_per_token: bool = False
@@ -228,6 +231,7 @@ def resolve(
         ignore_eos=p.ignore_eos,
         n_probs=max(0, p.n_probs),
         post_sampling_probs=p.post_sampling_probs,
+        prompt_logprobs=p.prompt_logprobs,
         return_tokens=p.return_tokens,
         return_progress=p.return_progress,
         timings_per_token=p.timings_per_token,

@@ -104,6 +104,8 @@ def final_payload(s: Slot, stop: StopType, content: str) -> dict[str, Any]:
     }
     if not p.stream and s.probs:
         out["completion_probabilities"] = s.probs
+    if p.prompt_logprobs >= 0:
+        out["prompt_probabilities"] = s.prompt_probs
     return out
 
 

@@ -54,6 +54,8 @@ class Slot:
     n_draft_total: int = 0
     n_draft_accepted: int = 0
     probs: list[dict[str, Any]] = field(default_factory=list)  # completion_probabilities, one per token
+    prompt_probs: list[dict[str, Any]] = field(default_factory=list)  # prompt_logprobs: prompt tokens 1..n-1
+    i_batch_first: int = -1  # where this step's prompt chunk starts in the batch
     truncated: bool = False  # stopped because the slot's context filled up
     n_probs_sent: int = 0  # of which already streamed
     synth_rng: Any = None  # random.Random for --spec-synth-rates
@@ -121,6 +123,7 @@ class Slot:
         self.i_batch = -1
         self.drafts = []
         self.probs = []
+        self.prompt_probs = []
         self.truncated = False
         self.n_probs_sent = 0
 
