@@ -99,3 +99,19 @@ def test_warmup_decodes_once_on_the_loop_thread_and_leaves_no_trace(tiny_model_p
         assert loop is not None
         assert seen == ([(loop.ident, -1)] if warmup else [])
     assert r["timings"]["cache_n"] == 0  # nothing of the warm-up was reused as a prompt
+
+
+def test_the_loop_reports_where_its_time_goes(tiny_model_path):
+    from pyllama_yield.api.prometheus import prometheus_text
+    from pyllama_yield.server.metrics import LOOP_PHASES
+
+    with Engine.create(tiny_model_path, n_ctx=512, n_threads=1) as engine:
+        engine.complete({"prompt": "Hello", "n_predict": 6, "stream": True, "n_probs": 2})
+        m = engine.metrics()
+    phases = m["loop_seconds"]
+    assert set(phases) == set(LOOP_PHASES) and all(s >= 0 for s in phases.values())
+    for phase in ("fill", "decode", "sample", "probs", "stop", "post", "publish"):
+        assert phases[phase] > 0, phase
+    assert phases["draft"] == 0  # no draft model
+    text = prometheus_text(m)
+    assert 'pyllama_yield:loop_seconds_total{phase="decode"}' in text

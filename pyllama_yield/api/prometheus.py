@@ -40,4 +40,8 @@ def prometheus_text(m: dict[str, Any]) -> str:
     lines = []
     for kind, name, help_text, value in metrics:
         lines += [f"# HELP llamacpp:{name} {help_text}", f"# TYPE llamacpp:{name} {kind}", f"llamacpp:{name} {value}"]
+    # ours: where the loop thread's time went (decode with its sync, batch fill, sampling, ...)
+    name = "pyllama_yield:loop_seconds_total"
+    lines += [f"# HELP {name} Seconds of the loop thread's steps, by phase", f"# TYPE {name} counter"]
+    lines += [f'{name}{{phase="{phase}"}} {s}' for phase, s in m.get("loop_seconds", {}).items()]
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from ..llama import DecodeError, LlamaError, NoKvSlotError
 from ..queue import Result, Task, TaskType
 from . import speculative
 from .embedding import EmbeddingTask, normalize
+from .metrics import PhaseClock
 from .probs import pre_sampling, token_probs
 from .results import error_payload, final_payload, partial_payload, progress_payload
 from .slot import Slot, SlotState, StopType, now
@@ -51,6 +52,7 @@ class BatchLoop:
     context_shift: bool
     yield_decode: bool
     _running: threading.Event
+    clock: PhaseClock  # where the loop thread's time goes
     _check_loop_thread: Callable[[], None]
     _send_error: Callable[..., None]
 
@@ -59,6 +61,7 @@ class BatchLoop:
         self._running.set()
         if not any(s.busy for s in self.slots):
             return
+        self.clock.start()
         try:
             self._step()
         except Exception as exc:
@@ -66,7 +69,10 @@ class BatchLoop:
             for slot in self.slots:
                 if slot.busy:
                     self._fail(slot, f"{type(exc).__name__}: {exc}")
+        self.clock.lap("other")
         self.stats.publish()
+        self.clock.lap("publish")
+        self.stats.add_loop(self.clock.take())
         if any(s.busy for s in self.slots):
             # keep the loop turning while slots work; tasks posted meanwhile are handled first
             self.queue.post(Task(TaskType.NEXT_RESPONSE))
@@ -97,16 +103,20 @@ class BatchLoop:
                 if len(s.cache_tokens) + 1 >= self.n_ctx_slot:
                     self._shift_context(s)
         spec = self.drafter.active and bool(generating)
+        self.clock.lap("other")
         if spec:  # S2: drafting is yielded only when a slot drafts
             self.queue.yield_to_queue(lambda: self.drafter.draft(generating, self.n_ctx_slot))
+            self.clock.lap("draft")
         chunks = self._fill_batch(generating, lora)
         self.loras.apply(self.ctx, lora)
+        self.clock.lap("fill")
         t0 = now()
         try:
             if self.yield_decode:
                 self.queue.yield_to_queue(self._decode)  # S1: decode and sync inside the yield
             else:
                 self._decode()
+            self.clock.lap("decode")
         except NoKvSlotError:
             # the KV cache is full: first drop what idle slots keep cached and retry the step;
             # else every busy slot fails, as in llama-server (its words, so clients can tell)
@@ -134,9 +144,11 @@ class BatchLoop:
             if s.busy:
                 self._verify_and_accept(s)
         if spec:
+            self.clock.lap("other")
             # S2: processing is yielded when speculation is on; a failure raises after the yield
             if not self.queue.yield_to_queue(lambda: self.drafter.process(self.ctx, generating)):
                 raise RuntimeError("failed to process speculative batch")
+            self.clock.lap("draft")
 
     def _fill_batch(self, generating: list[Slot], lora: tuple[float, ...]) -> dict[int, int]:
         """Generating slots first (one token plus drafts each), then prompt chunks in the room left."""
@@ -258,15 +270,18 @@ class BatchLoop:
         """Sample from output ``idx`` for slot ``s``, record its probabilities, then stream it and
         check the stop conditions (which may finish the slot)."""
         assert s.sampler is not None
+        self.clock.lap("other")
         try:
             tok = s.sampler.sample(self.ctx, idx)
             s.sampler.accept(tok, is_generated=True)
         except LlamaError as exc:
             self._fail(s, str(exc), 400)
             return -1
+        self.clock.lap("sample")
         probs = token_probs(s.sampler, self.ctx, idx, tok, s.completion.params, self.vocab.token_to_piece)
         if probs is not None:
             s.probs.append(probs)
+            self.clock.lap("probs")
         self._accept(s, tok, probs)
         return tok
 
@@ -278,9 +293,12 @@ class BatchLoop:
         stop = s.add_token(tok, self.vocab.is_eog(tok), piece, self.n_ctx_slot, self.context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
+            self.clock.lap("stop")
             self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
+        self.clock.lap("post" if p.stream else "stop")
         if stop is not StopType.NONE:
             self._finish(s, stop)
+            self.clock.lap("post")
 
     def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
         if cancelled:

@@ -22,7 +22,7 @@ from .batching import BatchLoop
 from .chat import Chat
 from .config import ContextConfig, EngineConfig
 from .lora import LoraSet
-from .metrics import Stats
+from .metrics import PhaseClock, Stats
 from .params import DEFAULT_SEED
 from .prompt_cache import PromptCache, reuse_chunks
 from .results import error_payload, progress_payload
@@ -96,6 +96,7 @@ class ServerContext(BatchLoop):
         self._loop_error: BaseException | None = None
         self._running = threading.Event()
         self.stats = Stats(self)
+        self.clock = PhaseClock()
         self.stats.publish()
 
     # --- lifecycle --------------------------------------------------------------------------

@@ -18,7 +18,32 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .context import ServerContext
 
-__all__ = ["Stats"]
+__all__ = ["LOOP_PHASES", "PhaseClock", "Stats"]
+
+# where the loop thread's time goes, step by step (``/metrics``: pyllama_yield:loop_seconds_total)
+LOOP_PHASES = ("fill", "draft", "decode", "sample", "probs", "stop", "post", "publish", "other")
+
+
+class PhaseClock:
+    """Splits the loop thread's time into ``LOOP_PHASES``: each :meth:`lap` gives the time since
+    the previous lap to a phase, so the phases add up to the whole step. Loop thread only."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(LOOP_PHASES, 0.0)
+        self._t = time.perf_counter()
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        t = time.perf_counter()
+        self.seconds[phase] += t - self._t
+        self._t = t
+
+    def take(self) -> dict[str, float]:
+        """The seconds gathered since the last take, reset to zero."""
+        out, self.seconds = self.seconds, dict.fromkeys(LOOP_PHASES, 0.0)
+        return out
 
 
 class Stats:
@@ -41,6 +66,7 @@ class Stats:
             n_tokens_max=0,
         )
         self._buckets = _empty_buckets()
+        self._loop_seconds = dict.fromkeys(LOOP_PHASES, 0.0)
         self._snapshot: dict[str, Any] = {}
         self._frozen: dict[str, Any] | None = None  # while asleep
         self._reset_on_wake = False  # a scrape while asleep reported the buckets
@@ -58,6 +84,12 @@ class Stats:
             self._totals["prompt_seconds"] += seconds
             self._buckets["prompt_steps"] += n_tokens
             self._buckets["prompt_seconds_window"] += seconds
+
+    def add_loop(self, seconds: dict[str, float]) -> None:
+        """One step's time on the loop thread, by phase (:class:`PhaseClock`)."""
+        with self._lock:
+            for phase, s in seconds.items():
+                self._loop_seconds[phase] += s
 
     def add_prediction(self, n_tokens: int, seconds: float) -> None:
         """A finished request that generated ``n_tokens`` in ``seconds`` (after its prompt)."""
@@ -105,6 +137,7 @@ class Stats:
                 "n_slots": srv.n_parallel,
                 "requests_processing": sum(s["is_processing"] for s in slots),
                 "n_ctx": srv.n_ctx_total,
+                "loop_seconds": dict(self._loop_seconds),
                 **self._totals,
             }
 
