@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
 
@@ -75,3 +76,48 @@ def run_clients(n: int, client: Callable[[int, Callable[[], object]], None]) -> 
     for t in threads:
         t.join()
     return time.perf_counter() - t0
+
+
+def sse_events(client: Any, url: str, body: dict[str, Any], on_event: Callable[[int, dict[str, Any]], None]) -> None:
+    """POST ``body`` to ``url`` with an ``httpx.Client`` and call ``on_event(time_ns, data)`` per SSE event."""
+    with client.stream("POST", url, json=body) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                on_event(time.perf_counter_ns(), json.loads(line[6:]))
+
+
+def stream_clients(url: str, n: int, body: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    """``n`` streaming clients at once, client ``i`` sending ``body(i)``: per client, the time to its
+    first token, the gaps between its tokens and the time to its last event (ns), and the tokens
+    it got; the wall time from the common start to the last answer."""
+    import httpx
+
+    ttft: list[int] = []
+    gaps: list[int] = []
+    done: list[int] = []
+    tokens = [0] * n
+    lock = threading.Lock()
+
+    def client(i: int, start: Callable[[], object]) -> None:
+        times: list[int] = []
+
+        def on_event(t: int, event: dict[str, Any]) -> None:
+            if event.get("content") or event.get("tokens"):
+                times.append(t)
+            if event.get("stop"):
+                tokens[i] = event.get("tokens_predicted", 0)
+
+        with httpx.Client(timeout=600) as c:
+            start()
+            t0 = time.perf_counter_ns()
+            sse_events(c, url, body(i), on_event)
+            t1 = time.perf_counter_ns()
+        with lock:
+            if times:
+                ttft.append(times[0] - t0)
+            gaps.extend(b - a for a, b in zip(times, times[1:], strict=False))
+            done.append(t1 - t0)
+
+    wall = run_clients(n, client)
+    return {"wall_s": wall, "tokens": sum(tokens), "ttft": ttft, "gaps": gaps, "done": done}

@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import bench_model, print_table, run_clients, summarize_us, write_json  # noqa: E402
+from _bench import bench_model, print_table, stream_clients, summarize_us, write_json  # noqa: E402
 
 
 def free_port() -> int:
@@ -57,21 +57,9 @@ def launch(cmd: list[str], port: int) -> subprocess.Popen:
     raise RuntimeError(f"{cmd[0]} did not start")
 
 
-def stream_one(c: httpx.Client, port: int, body: dict, on_event: Callable[[int, dict], None]) -> None:
-    with c.stream("POST", f"http://127.0.0.1:{port}/completion", json=body) as r:
-        for line in r.iter_lines():
-            if line.startswith("data: "):
-                on_event(time.perf_counter_ns(), json.loads(line[6:]))
-
-
 def load(port: int, clients: int, n_predict: int) -> dict:
-    ttft: list[int] = []
-    gaps: list[int] = []
-    tokens = [0] * clients
-    lock = threading.Lock()
-
-    def client(i: int, start: Callable[[], object]) -> None:
-        body = {
+    def body(i: int) -> dict:
+        return {
             "prompt": f"Client {i} says: once upon a time",
             "n_predict": n_predict,
             "temperature": 0.0,
@@ -79,29 +67,13 @@ def load(port: int, clients: int, n_predict: int) -> dict:
             "stream": True,
             "cache_prompt": False,
         }
-        times: list[int] = []
 
-        def on_event(t: int, event: dict) -> None:
-            if event.get("content") or event.get("tokens"):
-                times.append(t)
-            if event.get("stop"):
-                tokens[i] = event.get("tokens_predicted", n_predict)
-
-        with httpx.Client(timeout=600) as c:
-            start()
-            t0 = time.perf_counter_ns()
-            stream_one(c, port, body, on_event)
-        with lock:
-            if times:
-                ttft.append(times[0] - t0)
-            gaps.extend(b - a for a, b in zip(times, times[1:], strict=False))
-
-    wall = run_clients(clients, client)
-    t, g = summarize_us(ttft), summarize_us(gaps or [0])
+    got = stream_clients(f"http://127.0.0.1:{port}/completion", clients, body)
+    t, g = summarize_us(got["ttft"]), summarize_us(got["gaps"] or [0])
     return {
-        "tokens": sum(tokens),
-        "wall_s": wall,
-        "tokens_per_s": sum(tokens) / wall,
+        "tokens": got["tokens"],
+        "wall_s": got["wall_s"],
+        "tokens_per_s": got["tokens"] / got["wall_s"],
         "ttft_p50_ms": t["p50_us"] / 1e3,
         "ttft_p99_ms": t["p99_us"] / 1e3,
         "itl_p99_ms": g["p99_us"] / 1e3,

@@ -18,6 +18,7 @@ ours/lcp and ours/http. Writes the JSON result (``--out``, default ``benchmarks/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -25,11 +26,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
+from _bench import run_clients  # noqa: E402
 
 
 def prompts(n: int) -> list[str]:
@@ -51,28 +53,16 @@ def worker(kind: str, model: str, n: int, max_tokens: int, threads: int) -> None
         from pyllama_yield import Llama
 
         llm = Llama(model, n_ctx=max_tokens + 64, n_parallel=n, n_threads=threads, n_threads_batch=threads)
-    lock = threading.Lock() if kind == "lcp" else None  # llama-cpp-python's Llama takes one call at a time
+    lock = threading.Lock() if kind == "lcp" else contextlib.nullcontext()  # llama-cpp-python: one call at a time
     llm("Warm up", max_tokens=4, temperature=0)
     counts = [0] * n
-    barrier = threading.Barrier(n + 1)
 
-    def one(i: int) -> None:
-        barrier.wait()
-        if lock is None:
-            out = llm(prompts(n)[i], max_tokens=max_tokens, temperature=0)
-        else:
-            with lock:
-                out = llm(prompts(n)[i], max_tokens=max_tokens, temperature=0)
-        counts[i] = out["usage"]["completion_tokens"]
+    def one(i: int, start: Callable[[], object]) -> None:
+        start()
+        with lock:
+            counts[i] = llm(prompts(n)[i], max_tokens=max_tokens, temperature=0)["usage"]["completion_tokens"]
 
-    pool = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in pool:
-        t.join()
-    seconds = time.perf_counter() - t0
+    seconds = run_clients(n, one)
     print(json.dumps({"tokens": sum(counts), "seconds": seconds}))
 
 
@@ -88,22 +78,14 @@ def http_run(model: str, n: int, max_tokens: int, threads: int) -> dict[str, flo
         url = f"http://127.0.0.1:{port}/completion"
         httpx.post(url, json={"prompt": "Warm up", "n_predict": 4, "temperature": 0}, timeout=120)
         counts = [0] * n
-        barrier = threading.Barrier(n + 1)
 
-        def one(i: int) -> None:
+        def one(i: int, start: Callable[[], object]) -> None:
             with httpx.Client(timeout=300) as c:
-                barrier.wait()
+                start()
                 body = {"prompt": prompts(n)[i], "n_predict": max_tokens, "temperature": 0}
                 counts[i] = c.post(url, json=body).json()["tokens_predicted"]
 
-        pool = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-        for t in pool:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in pool:
-            t.join()
-        return {"tokens": sum(counts), "seconds": time.perf_counter() - t0}
+        return {"tokens": sum(counts), "seconds": run_clients(n, one)}
     finally:
         proc.terminate()
         proc.wait(60)

@@ -27,7 +27,7 @@ from ..server.task import CompletionTask
 from . import shapes
 from .answers import ChatAnswer, CompletionAnswer, raise_for_error
 from .grammar import LlamaGrammar, LlamaState
-from .options import engine_config, sampling_fields
+from .options import CHAT_DEFAULTS, COMPLETION_DEFAULTS, engine_config, sampling_fields
 from .types import ChatCompletion, ChatCompletionChunk, Completion, CompletionChunk, EmbeddingResponse
 
 __all__ = ["Llama"]
@@ -124,33 +124,13 @@ class Llama:
         stream: bool,
         *,
         suffix: str | None = None,
-        max_tokens: int | None = 16,
-        temperature: float = 0.8,
-        top_p: float = 0.95,
-        min_p: float = 0.05,
-        typical_p: float = 1.0,
         logprobs: int | None = None,
         echo: bool = False,
-        stop: str | list[str] | None = None,
-        frequency_penalty: float = 0.0,
-        presence_penalty: float = 0.0,
-        repeat_penalty: float = 1.0,
-        top_k: int = 40,
-        seed: int | None = None,
-        mirostat_mode: int = 0,
-        mirostat_tau: float = 5.0,
-        mirostat_eta: float = 0.1,
         model: str | None = None,
         grammar: LlamaGrammar | None = None,
-        logit_bias: dict[int | str, float] | None = None,
-        **rest: Any,
+        **sampling: Any,
     ) -> tuple[list[CompletionTask], CompletionAnswer]:
-        body = sampling_fields(
-            max_tokens=max_tokens, temperature=temperature, top_p=top_p, min_p=min_p, typical_p=typical_p,
-            top_k=top_k, stop=stop, frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-            repeat_penalty=repeat_penalty, seed=seed, mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau,
-            mirostat_eta=mirostat_eta, logit_bias=logit_bias, **rest,
-        )  # fmt: skip
+        body = sampling_fields(COMPLETION_DEFAULTS, **sampling)
         if logprobs is not None:
             body["n_probs"] = max(logprobs, 1)  # the sampled token's own logprob comes with the top ones
             if echo and not stream:
@@ -198,40 +178,20 @@ class Llama:
         function_call: str | dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         tool_choice: str | dict[str, Any] | None = None,
-        temperature: float = 0.2,
-        top_p: float = 0.95,
-        top_k: int = 40,
-        min_p: float = 0.05,
-        typical_p: float = 1.0,
-        stop: str | list[str] | None = None,
-        seed: int | None = None,
         response_format: dict[str, Any] | None = None,
-        max_tokens: int | None = None,
-        presence_penalty: float = 0.0,
-        frequency_penalty: float = 0.0,
-        repeat_penalty: float = 1.0,
-        mirostat_mode: int = 0,
-        mirostat_tau: float = 5.0,
-        mirostat_eta: float = 0.1,
         model: str | None = None,
         grammar: LlamaGrammar | None = None,
-        logit_bias: dict[int | str, float] | None = None,
         logprobs: bool | None = None,
         top_logprobs: int | None = None,
         n: int = 1,
-        **rest: Any,
+        **sampling: Any,
     ) -> tuple[list[CompletionTask], ChatAnswer]:
         if functions is not None and tools is None:  # the legacy form
             tools = [{"type": "function", "function": f} for f in functions]
         if function_call is not None and tool_choice is None:
             name = function_call.get("name") if isinstance(function_call, dict) else None
             tool_choice = {"type": "function", "function": {"name": name}} if name else function_call
-        body = sampling_fields(
-            max_tokens=max_tokens, temperature=temperature, top_p=top_p, min_p=min_p, typical_p=typical_p,
-            top_k=top_k, stop=stop, frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-            repeat_penalty=repeat_penalty, seed=seed, mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau,
-            mirostat_eta=mirostat_eta, logit_bias=logit_bias, **rest,
-        )  # fmt: skip
+        body = sampling_fields(CHAT_DEFAULTS, **sampling)
         body.update(messages=messages, stream=stream, n=n, cache_prompt=True)
         if tools is not None:
             body.update(tools=tools, tool_choice=tool_choice or "auto")

@@ -10,7 +10,7 @@ from ..llama import builtin_chat_templates
 from ..server.config import EngineConfig
 from ..server.params import CompletionParams
 
-__all__ = ["engine_config", "sampling_fields"]
+__all__ = ["CHAT_DEFAULTS", "COMPLETION_DEFAULTS", "engine_config", "sampling_fields"]
 
 # llama-cpp-python's llama_pooling_type and ggml_type numbers, for callers that pass its constants
 _POOLING = {-1: None, 0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
@@ -126,51 +126,52 @@ def _ggml_type(value: int | str | None) -> str | None:
     return _GGML_TYPES[value]
 
 
-def sampling_fields(
-    *,
-    max_tokens: int | None,
-    temperature: float,
-    top_p: float,
-    min_p: float,
-    typical_p: float,
-    top_k: int,
-    stop: str | list[str] | None,
-    frequency_penalty: float,
-    presence_penalty: float,
-    repeat_penalty: float,
-    seed: int | None,
-    mirostat_mode: int,
-    mirostat_tau: float,
-    mirostat_eta: float,
-    logit_bias: dict[int | str, float] | None,
-    logits_processor: Any = None,
-    stopping_criteria: Any = None,
-    tfs_z: float = 1.0,  # no effect in llama-cpp-python either
-) -> dict[str, Any]:
-    """A call's sampling arguments as request fields; ``max_tokens`` None or <= 0: no limit but
-    the context."""
-    for name, value in (("logits_processor", logits_processor), ("stopping_criteria", stopping_criteria)):
-        if value is not None:
+# llama-cpp-python's sampling arguments and their defaults, for completions and for chats
+COMPLETION_DEFAULTS: dict[str, Any] = {
+    "max_tokens": 16,
+    "temperature": 0.8,
+    "top_p": 0.95,
+    "min_p": 0.05,
+    "typical_p": 1.0,
+    "top_k": 40,
+    "stop": None,
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "repeat_penalty": 1.0,
+    "seed": None,
+    "mirostat_mode": 0,
+    "mirostat_tau": 5.0,
+    "mirostat_eta": 0.1,
+    "logit_bias": None,
+    "tfs_z": 1.0,  # no effect in llama-cpp-python either
+    "logits_processor": None,
+    "stopping_criteria": None,
+}
+CHAT_DEFAULTS = {**COMPLETION_DEFAULTS, "max_tokens": None, "temperature": 0.2}
+
+
+def sampling_fields(defaults: dict[str, Any], **given: Any) -> dict[str, Any]:
+    """A call's sampling arguments (over ``defaults``) as request fields; ``max_tokens`` None or
+    <= 0: no limit but the context."""
+    unknown = set(given) - set(defaults)
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    a = {**defaults, **given}
+    for name in ("logits_processor", "stopping_criteria"):
+        if a[name] is not None:
             raise NotImplementedError(
                 f"{name} runs Python for every token of one sequence; the batched engine does not call it "
                 "(use grammar, logit_bias or stop instead)"
             )
+    stop, max_tokens = a["stop"], a["max_tokens"]
     fields: dict[str, Any] = {
         "n_predict": max_tokens if max_tokens is not None and max_tokens > 0 else -1,
-        "temperature": temperature,
-        "top_p": top_p,
-        "min_p": min_p,
-        "typical_p": typical_p,
-        "top_k": top_k,
         "stop": [stop] if isinstance(stop, str) else list(stop or []),
-        "frequency_penalty": frequency_penalty,
-        "presence_penalty": presence_penalty,
-        "repeat_penalty": repeat_penalty,
-        "mirostat": mirostat_mode,
-        "mirostat_tau": mirostat_tau,
-        "mirostat_eta": mirostat_eta,
-        "logit_bias": [[int(k), v] for k, v in (logit_bias or {}).items()],
-    }
-    if seed is not None:
-        fields["seed"] = seed
+        "mirostat": a["mirostat_mode"],
+        "logit_bias": [[int(k), v] for k, v in (a["logit_bias"] or {}).items()],
+        **{k: a[k] for k in ("temperature", "top_p", "min_p", "typical_p", "top_k", "frequency_penalty",
+                             "presence_penalty", "repeat_penalty", "mirostat_tau", "mirostat_eta")},
+    }  # fmt: skip
+    if a["seed"] is not None:
+        fields["seed"] = a["seed"]
     return fields
