@@ -13,12 +13,13 @@ Every wait is on a condition variable; nothing polls or sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,6 +381,8 @@ class ServerResponse:
         # id -> wake(): called on the sender's thread when a result for the id comes, when the id
         # is withdrawn, or at terminate. For readers that must not block a thread (an event loop).
         self._listeners: dict[int, Callable[[], None]] = {}
+        self._held: list[Result] | None = None  # sends held back by batched(), on one thread
+        self._held_by: int | None = None
 
     def add_waiting_task_id(self, id_task: int) -> None:
         self.add_waiting_task_ids([id_task])
@@ -459,16 +462,47 @@ class ServerResponse:
                     self._cond.wait(remaining)
 
     def send(self, result: Result) -> None:
-        """Deliver to the waiter of ``result.id``; dropped when nobody waits for it."""
+        """Deliver to the waiter of ``result.id``; dropped when nobody waits for it. Inside
+        :meth:`batched`, on the thread that opened it, held back until the batch closes."""
+        held = self._held
+        if held is not None and threading.get_ident() == self._held_by:
+            held.append(result)
+            return
+        self.send_many([result])
+
+    def send_many(self, results: Iterable[Result]) -> None:
+        """Deliver several results under one lock: each blocked reader is woken once, each
+        listening reader once, however many of its results came."""
+        wakes: dict[int, Callable[[], None]] = {}  # by id(wake): a reader listens with one callback
+        notify = False
         with self._cond:
-            if result.id not in self._waiting:
-                return
-            self._results.append(result)
-            wake = self._listeners.get(result.id)
-            if wake is None:
+            for result in results:
+                if result.id not in self._waiting:
+                    continue
+                self._results.append(result)
+                wake = self._listeners.get(result.id)
+                if wake is None:
+                    notify = True
+                else:
+                    wakes[id(wake)] = wake
+            if notify:
                 self._cond.notify_all()
-        if wake is not None:  # a listening reader: no blocked thread to wake
+        for wake in wakes.values():  # a listening reader: no blocked thread to wake
             wake()
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Hold back what this thread sends until the block ends, then deliver it all at once
+        (the loop thread's step: one delivery per step, not one per token per slot). Results
+        other threads send meanwhile (the worker's, during a yield) go out at once."""
+        if self._held is not None:
+            raise QueueError("ServerResponse.batched() does not nest")
+        self._held, self._held_by = [], threading.get_ident()
+        try:
+            yield
+        finally:
+            held, self._held, self._held_by = self._held, None, None
+            self.send_many(held)
 
     def broadcast(self, result: Result) -> None:
         """A copy of ``result`` to every waiting id."""

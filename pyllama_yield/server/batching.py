@@ -62,14 +62,16 @@ class BatchLoop:
         if not any(s.busy for s in self.slots):
             return
         self.clock.start()
-        try:
-            self._step()
-        except Exception as exc:
-            log.exception("update_slots failed")
-            for slot in self.slots:
-                if slot.busy:
-                    self._fail(slot, f"{type(exc).__name__}: {exc}")
-        self.clock.lap("other")
+        with self.responses.batched():  # this step's tokens go out together, one wake per reader
+            try:
+                self._step()
+            except Exception as exc:
+                log.exception("update_slots failed")
+                for slot in self.slots:
+                    if slot.busy:
+                        self._fail(slot, f"{type(exc).__name__}: {exc}")
+            self.clock.lap("other")
+        self.clock.lap("post")  # the step's results delivered
         self.stats.publish()
         self.clock.lap("publish")
         self.stats.add_loop(self.clock.take())

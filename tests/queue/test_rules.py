@@ -617,3 +617,37 @@ def test_listener_is_woken_per_result_and_at_stop_and_terminate():
     assert woken[-1] == "o"
     with pytest.raises(QueueError):
         other.take_available()
+
+
+def test_batched_sends_go_out_together_and_other_threads_are_not_held():
+    """The loop thread's step: results sent inside batched() are delivered when it ends, each
+    listening reader woken once for all of its results; what another thread sends meanwhile (the
+    worker answering during a yield) is not held back."""
+    q = ServerQueue()
+    responses = ServerResponse()
+    woken: list[str] = []
+    a, b = ResponseReader(q, responses), ResponseReader(q, responses)
+    (ta,) = a.post_tasks([Task(C)])
+    (tb,) = b.post_tasks([Task(C)])
+    a.listen(lambda: woken.append("a"))
+    worker_sent = threading.Event()
+
+    def worker() -> None:  # another thread, inside the batch
+        responses.send(Result(tb, "from the worker", is_final=False))
+        worker_sent.set()
+
+    with responses.batched():
+        for i in range(3):
+            responses.send(Result(ta, i, is_final=False))
+        responses.send(Result(ta, "done"))
+        t = threading.Thread(target=worker)
+        t.start()
+        assert worker_sent.wait(TIMEOUT)
+        t.join(TIMEOUT)
+        assert woken == [] and a.take_available() == []  # held
+        assert b.next().payload == "from the worker"  # not held
+        with pytest.raises(QueueError):
+            with responses.batched():
+                pass
+    assert woken == ["a"]  # once for four results
+    assert [r.payload for r in a.take_available()] == [0, 1, 2, "done"]
