@@ -85,7 +85,9 @@ def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - 
             print(f"rpc-server {endpoint}: {', '.join(d.name for d in devices)}", file=sys.stderr)
 
     path = _model_path(settings, stack)
-    return Engine(settings.engine_config(str(path)), progress=ProgressBar(f"loading {path.name}", cancel))
+    from pyllama_yield.cli import engine_config
+
+    return Engine(engine_config(settings, str(path)), progress=ProgressBar(f"loading {path.name}", cancel))
 
 
 def _listen(hosts: list[str], port: int) -> list | None:
@@ -134,7 +136,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     state = app.state.pyllama
     log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
     server = uvicorn.Server(
-        uvicorn.Config(app, host=settings.host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=5,
+            # h11, even where httptools is installed: httptools lower-cases header names, and
+            # llama-server's clients see its case (Access-Control-Allow-Origin, ...)
+            http="h11",
+        )
     )
     shutting_down = threading.Event()
     failure: list[BaseException] = []

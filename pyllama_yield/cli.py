@@ -15,9 +15,18 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
+from .server.config import (
+    CacheConfig,
+    ChatConfig,
+    ContextConfig,
+    DraftConfig,
+    EngineConfig,
+    LimitsConfig,
+    ModelConfig,
+)
 from .settings import ServerSettings, UnsupportedFlagError
 
-__all__ = ["add_settings_arguments", "settings_from_args"]
+__all__ = ["add_settings_arguments", "engine_config", "settings_from_args"]
 
 
 def _value_type(annotation: Any) -> Any:
@@ -77,3 +86,57 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             flag = _flag_info(field)["flags"][-1] if field else name
             problems.append(f"{flag}: {err['msg']}")
         raise SystemExit("error: " + "; ".join(problems)) from None
+
+
+def engine_config(settings: ServerSettings, model_path: str | None = None) -> EngineConfig:
+    """The engine the flags describe (``model_path`` stands in for ``-m``, e.g. the demo model)."""
+    path = model_path or settings.model
+    if path is None:
+        raise ValueError("no model: pass -m FILE")
+    return EngineConfig(
+        model=ModelConfig(
+            path,
+            n_gpu_layers=settings.n_gpu_layers if settings.n_gpu_layers >= 0 else 999,
+            use_mmap=settings.mmap,
+            use_mlock=settings.mlock,
+            name=settings.aliases[0] if settings.aliases else None,
+        ),
+        context=ContextConfig(
+            n_ctx=settings.ctx_size,
+            n_parallel=settings.n_parallel,
+            kv_unified=settings.unified_kv,
+            n_batch=settings.batch_size,
+            n_ubatch=settings.ubatch_size,
+            n_threads=settings.threads if settings.threads > 0 else None,
+            n_threads_batch=settings.threads_batch if settings.threads_batch > 0 else None,
+            flash_attn=settings.flash_attn,
+            cache_type_k=settings.cache_type_k,
+            cache_type_v=settings.cache_type_v,
+            swa_full=settings.swa_full,
+        ),
+        draft=DraftConfig(
+            settings.model_draft, settings.spec_draft_n_max, settings.spec_draft_n_min, tuple(settings.synth_rates)
+        ),
+        chat=ChatConfig(
+            settings.chat_template_text(),
+            use_jinja=settings.jinja,
+            reasoning_format=settings.reasoning_format,
+            enable_thinking={"on": True, "off": False}.get(settings.reasoning),
+        ),
+        cache=CacheConfig(
+            cache_ram_mib=settings.cache_ram,
+            cache_idle_slots=settings.cache_idle_slots,
+            slot_prompt_similarity=settings.slot_prompt_similarity,
+            context_shift=settings.context_shift,
+        ),
+        limits=LimitsConfig(
+            n_predict_max=settings.n_predict_max,
+            n_probs_max=settings.n_probs_max,
+            idle_sleep_ms=settings.sleep_idle_seconds * 1000 if settings.sleep_idle_seconds > 0 else -1,
+            warmup=settings.warmup,
+        ),
+        defaults=settings.completion_defaults(),
+        embedding=settings.embedding or settings.reranking,
+        pooling="rank" if settings.reranking else settings.pooling,
+        lora=tuple(settings.lora_adapters),
+    )

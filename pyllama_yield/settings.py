@@ -14,15 +14,6 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .server.config import (
-    CacheConfig,
-    ChatConfig,
-    ContextConfig,
-    DraftConfig,
-    EngineConfig,
-    LimitsConfig,
-    ModelConfig,
-)
 from .server.params import CompletionParams
 
 __all__ = ["ServerSettings", "UnsupportedFlagError"]
@@ -397,59 +388,6 @@ class ServerSettings(BaseSettings):
             with open(self.chat_template_file, encoding="utf-8") as f:
                 return f.read()
         return self.chat_template
-
-    def engine_config(self, model_path: str | None = None) -> EngineConfig:
-        """The engine these flags describe (``model_path`` stands in for ``-m``, e.g. the demo model)."""
-        path = model_path or self.model
-        if path is None:
-            raise ValueError("no model: pass -m FILE")
-        return EngineConfig(
-            model=ModelConfig(
-                path,
-                n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers >= 0 else 999,
-                use_mmap=self.mmap,
-                use_mlock=self.mlock,
-                name=self.aliases[0] if self.aliases else None,
-            ),
-            context=ContextConfig(
-                n_ctx=self.ctx_size,
-                n_parallel=self.n_parallel,
-                kv_unified=self.unified_kv,
-                n_batch=self.batch_size,
-                n_ubatch=self.ubatch_size,
-                n_threads=self.threads if self.threads > 0 else None,
-                n_threads_batch=self.threads_batch if self.threads_batch > 0 else None,
-                flash_attn=self.flash_attn,
-                cache_type_k=self.cache_type_k,
-                cache_type_v=self.cache_type_v,
-                swa_full=self.swa_full,
-            ),
-            draft=DraftConfig(
-                self.model_draft, self.spec_draft_n_max, self.spec_draft_n_min, tuple(self.synth_rates)
-            ),
-            chat=ChatConfig(
-                self.chat_template_text(),
-                use_jinja=self.jinja,
-                reasoning_format=self.reasoning_format,
-                enable_thinking={"on": True, "off": False}.get(self.reasoning),
-            ),
-            cache=CacheConfig(
-                cache_ram_mib=self.cache_ram,
-                cache_idle_slots=self.cache_idle_slots,
-                slot_prompt_similarity=self.slot_prompt_similarity,
-                context_shift=self.context_shift,
-            ),
-            limits=LimitsConfig(
-                n_predict_max=self.n_predict_max,
-                n_probs_max=self.n_probs_max,
-                idle_sleep_ms=self.sleep_idle_seconds * 1000 if self.sleep_idle_seconds > 0 else -1,
-                warmup=self.warmup,
-            ),
-            defaults=self.completion_defaults(),
-            embedding=self.embedding or self.reranking,
-            pooling="rank" if self.reranking else self.pooling,
-            lora=tuple(self.lora_adapters),
-        )
 
     def completion_defaults(self) -> CompletionParams:
         """The per-request defaults these flags set (a request's own fields win)."""
