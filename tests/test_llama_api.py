@@ -174,8 +174,12 @@ def test_tool_choice_naming_a_function_yields_that_call(llm):
 def test_grammars_constrain_and_bad_ones_raise_before_queueing(llm):
     yes_no = LlamaGrammar.from_string('root ::= "yes" | "no"')
     assert llm("Is it?", grammar=yes_no, max_tokens=4)["choices"][0]["text"] in ("yes", "no")
-    with pytest.raises(ValueError, match="grammar"):
+    with pytest.raises(GrammarError, match="grammar"):
         llm("x", grammar=LlamaGrammar.from_string("root ::= undefined-rule"))
+    with pytest.raises(GrammarError, match="JSON schema"):  # a schema llama.cpp cannot convert
+        llm.create_chat_completion(
+            messages=CHAT, response_format={"type": "json_object", "schema": {"$ref": "#/nowhere"}}
+        )
     schema = LlamaGrammar.from_json_schema(json.dumps({"type": "boolean"}))
     assert llm("Bool:", grammar=schema, max_tokens=8)["choices"][0]["text"].strip() in ("true", "false")
     with pytest.raises(GrammarError):

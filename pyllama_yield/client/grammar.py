@@ -10,12 +10,9 @@ from typing import Any
 import numpy as np
 
 from ..common import json_schema_to_grammar
+from ..server.sampling import GrammarError
 
 __all__ = ["GrammarError", "LlamaGrammar", "LlamaState"]
-
-
-class GrammarError(ValueError):
-    """A grammar llama.cpp cannot parse, or a JSON schema it cannot convert."""
 
 
 class LlamaGrammar:
@@ -43,8 +40,8 @@ class LlamaGrammar:
         try:
             schema = json.loads(json_schema) if isinstance(json_schema, str) else json_schema
             return cls(json_schema_to_grammar(schema))
-        except (ValueError, TypeError) as exc:
-            raise GrammarError(f"cannot convert the JSON schema to a grammar: {exc}") from None
+        except (ValueError, TypeError) as exc:  # llama.cpp's converter says what it could not do
+            raise GrammarError(str(exc)) from None
 
     def __str__(self) -> str:
         return self._grammar

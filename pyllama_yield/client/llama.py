@@ -202,6 +202,8 @@ class Llama:
         if logprobs:
             body.update(logprobs=True, top_logprobs=max(top_logprobs or 0, 1))
         fields = openai_chat_fields(body)
+        if "json_schema" in fields:  # a schema llama.cpp cannot convert is a GrammarError, before rendering
+            LlamaGrammar.from_json_schema(fields["json_schema"])
         forced = _forced_function(tools, tool_choice)
         rendered, parse = self._engine.render_chat_request(fields)
         if forced is not None and "grammar" not in rendered:

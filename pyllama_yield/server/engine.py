@@ -27,6 +27,7 @@ from .context import ServerContext
 from .embedding import EmbeddingTask, rerank_prompt
 from .infill import fim_support_error, infill_prompt
 from .params import CompletionParams, resolve
+from .sampling import GrammarError
 from .task import CompletionTask, tokenize_prompts
 
 __all__ = ["ContextOverflowError", "Engine"]
@@ -126,12 +127,12 @@ class Engine:
         return "" if token < 0 else self.vocab.token_to_piece(token, special=True).decode("utf-8", "replace")
 
     def check_grammar(self, grammar: str) -> None:
-        """Raise ``ValueError`` with llama.cpp's reason when it cannot parse ``grammar`` (GBNF),
+        """Raise ``GrammarError`` with llama.cpp's reason when it cannot parse ``grammar`` (GBNF),
         before a request is queued (parsing reads only the vocab: any thread)."""
         try:
             Sampler([lib.llama_sampler_init_grammar(self.vocab.ptr, grammar.encode(), b"root")]).close()
         except LlamaError as exc:
-            raise ValueError(f"invalid grammar: {exc}") from None
+            raise GrammarError(f"invalid grammar: {exc}") from None
 
     def default_settings(self) -> dict[str, Any]:
         """The generation settings a request gets when it sets nothing (``/props``)."""

@@ -12,7 +12,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .params import CompletionParams
 
-__all__ = ["DEFAULT_SAMPLERS", "SAMPLING_FIELDS", "Tokenizer", "json_bias", "sampler_params", "schema_or_any_object"]
+__all__ = [
+    "DEFAULT_SAMPLERS",
+    "SAMPLING_FIELDS",
+    "GrammarError",
+    "Tokenizer",
+    "json_bias",
+    "sampler_params",
+    "schema_or_any_object",
+]
+
+
+class GrammarError(ValueError):
+    """A grammar llama.cpp cannot parse, or a JSON schema it cannot convert to one."""
 
 
 class Tokenizer(Protocol):
@@ -126,7 +138,7 @@ def _grammar(p: CompletionParams, schema_to_grammar: Callable[[Any], str]) -> tu
         try:
             return schema_to_grammar(schema_or_any_object(p.json_schema)), GRAMMAR_OUTPUT_FORMAT
         except ValueError as exc:
-            raise ValueError(f'"json_schema": {exc}') from exc
+            raise GrammarError(f'"json_schema": {exc}') from exc
     return p.grammar or "", GRAMMAR_TOOL_CALLS if p.grammar_type == "tool_calls" else GRAMMAR_USER
 
 
