@@ -116,3 +116,19 @@ def test_the_loop_reports_where_its_time_goes(tiny_model_path):
     assert phases["draft"] == 0  # no draft model
     text = prometheus_text(m)
     assert 'pyllama_yield:loop_seconds_total{phase="decode"}' in text
+
+
+def test_a_failed_load_frees_what_it_made_and_says_why(tiny_model_path, monkeypatch):
+    closed: list[str] = []
+    original = Context.close
+
+    def tracked(self):
+        closed.append("ctx")
+        original(self)
+
+    monkeypatch.setattr(Context, "close", tracked)
+    # the tiny model's cache can shift, so make the check fail after the context exists
+    monkeypatch.setattr(Context, "can_shift", property(lambda self: False))
+    with pytest.raises(ValueError, match="context shift"):
+        Engine.create(tiny_model_path, n_ctx=256, n_threads=1, context_shift=True)
+    assert closed == ["ctx"]

@@ -51,7 +51,7 @@ class ServerContext(BatchLoop):
         try:
             self._load(config)
         except BaseException:
-            self.model.close()
+            self._free()
             raise
 
     def _load(self, config: EngineConfig) -> None:
@@ -140,8 +140,15 @@ class ServerContext(BatchLoop):
         self.responses.terminate()
         for slot in self.slots:
             slot.reset()
-        for owner in (self.chat, self.batch, self.ctx, self.drafter, self.model):
-            owner.close()
+        self._free()
+
+    def _free(self) -> None:
+        """Close the llama.cpp objects that exist, dependents before the model (also after a
+        failed load)."""
+        for name in ("chat", "batch", "ctx", "drafter", "model"):
+            owner = getattr(self, name, None)
+            if owner is not None:
+                owner.close()
 
     def __enter__(self) -> ServerContext:
         return self.start()
