@@ -49,7 +49,49 @@ def bench_llama_api(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-TABLES: dict[str, Callable[[dict[str, Any]], str]] = {"bench_llama_api": bench_llama_api}
+def bench_serving(result: dict[str, Any]) -> str:
+    flags = result["flags"]
+    ratios = result.get("ratios", {})
+    lines = [
+        f"Fresh servers, `-t {flags['threads']} -np N -c N×1024 --metrics`, N clients streaming {flags['n_predict']} "
+        f"tokens each, `/metrics` polled every {flags['poll_ms']} ms; median of {flags['repeat']} rounds, the servers "
+        f"taking turns ({_source(result, 'bench_serving')}). Ratios are ours ÷ llama-server:",
+        "",
+        "| N | tok/s ours | tok/s llama-server | tok/s ratio | first burst (slowest) ratio | TTFT p50 ratio "
+        "| ITL p99 ratio | `/metrics` p50 ours / llama-server | `/metrics` p99 ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    by = {(m["server"], m["clients"]): m for m in result["medians"]}
+    for n in dict.fromkeys(m["clients"] for m in result["medians"]):
+        ours, theirs, r = by.get(("ours", n)), by.get(("llama-server", n)), ratios.get(str(n), {})
+        if ours is None or theirs is None:
+            continue
+        lines.append(
+            f"| {n} | {ours['tokens_per_s']:.1f} | {theirs['tokens_per_s']:.1f} | {r['tokens_per_s']:.2f} "
+            f"| {r['first_burst_slowest_ms']:.2f} | {r['ttft_p50_ms']:.2f} | {r['itl_p99_ms']:.2f} "
+            f"| {ours['metrics_p50_ms']:.1f} / {theirs['metrics_p50_ms']:.1f} ms | {r['metrics_p99_ms']:.2f} |"
+        )
+    for b in result.get("big_burst", []):
+        lines.append(
+            f"\n{b['clients']} streaming clients at once on a fresh `-np 2` server, {b['server']}: "
+            f"{b['answered']} answered, first event p50 {b['first_event_p50_ms'] / 1e3:.1f} s, slowest "
+            f"{b['first_event_slowest_ms'] / 1e3:.1f} s, {b['slots_busy_after']:.0f} requests left processing."
+        )
+    keys = ["tokens_per_s", "first_burst_slowest_ms", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+            "metrics_p50_ms", "metrics_p99_ms"]  # fmt: skip
+    lines += ["", "<details><summary>every round</summary>", "", "| server | N | round | " + " | ".join(keys) + " |",
+              "|---|---|---|" + "---|" * len(keys)]  # fmt: skip
+    for row in result["rows"]:
+        cells = " | ".join(f"{row[k]:.1f}" for k in keys)
+        lines.append(f"| {row['server']} | {row['clients']} | {row['round']} | {cells} |")
+    lines += ["", "</details>"]
+    return "\n".join(lines)
+
+
+TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "bench_llama_api": bench_llama_api,
+    "bench_serving": bench_serving,
+}
 
 
 def render(readme: str) -> str:
