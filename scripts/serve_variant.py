@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""``python -m pyllama_yield serve`` with one change switched by the environment, for A/B runs of
+``scripts/bench_serving.py --ours "python scripts/serve_variant.py serve"`` (results under
+``benchmarks/ab/``):
+
+- ``AB_METRICS=queue``: ``/metrics`` and ``/slots`` asked of the queue's worker (a METRICS task,
+  the way before it was read from the published snapshot on the event loop);
+- ``AB_SWITCH=S``: ``sys.setswitchinterval(S)`` (Python's default is 0.005);
+- ``AB_INLINE=1``: requests tokenized and rendered on the event loop, no bridge thread hop;
+- ``AB_LOOP=asyncio|uvloop``: uvicorn's event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+if os.environ.get("AB_SWITCH"):
+    sys.setswitchinterval(float(os.environ["AB_SWITCH"]))
+if os.environ.get("AB_METRICS") == "queue":
+    from pyllama_yield.api import native
+    from pyllama_yield.queue import TaskType
+
+    async def _metrics(state: Any, scrape: bool = False) -> Any:
+        res = await state.bridge.try_call(TaskType.METRICS, scrape, lambda: state.engine.is_sleeping)
+        return res.payload if res is not None else state.engine.snapshot(reset_buckets=scrape)
+
+    native.current_metrics = _metrics
+if os.environ.get("AB_INLINE"):
+    from pyllama_yield.api import bridge
+
+    async def _run(self: Any, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    bridge.Bridge.run = _run  # type: ignore[method-assign]
+if os.environ.get("AB_LOOP"):
+    import uvicorn
+
+    _init = uvicorn.Config.__init__
+
+    def _config(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["loop"] = os.environ["AB_LOOP"]
+        _init(self, *args, **kwargs)
+
+    uvicorn.Config.__init__ = _config  # type: ignore[method-assign]
+
+from pyllama_yield.__main__ import main  # noqa: E402
+
+sys.exit(main(sys.argv[1:]))
