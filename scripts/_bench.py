@@ -121,3 +121,16 @@ def stream_clients(url: str, n: int, body: Callable[[int], dict[str, Any]]) -> d
 
     wall = run_clients(n, client)
     return {"wall_s": wall, "tokens": sum(tokens), "ttft": ttft, "gaps": gaps, "done": done}
+
+
+def streaming_body(i: int, n_predict: int) -> dict[str, Any]:
+    """Client ``i``'s request in the serving benchmarks: ``n_predict`` greedy tokens, streamed,
+    EOS ignored, no prompt cache (every client the same work)."""
+    return {
+        "prompt": f"Client {i} says: once upon a time",
+        "n_predict": n_predict,
+        "temperature": 0.0,
+        "ignore_eos": True,
+        "stream": True,
+        "cache_prompt": False,
+    }

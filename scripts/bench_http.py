@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import bench_model, print_table, stream_clients, summarize_us, write_json  # noqa: E402
+from _bench import bench_model, print_table, stream_clients, streaming_body, summarize_us, write_json  # noqa: E402
 
 
 def free_port() -> int:
@@ -58,17 +58,7 @@ def launch(cmd: list[str], port: int) -> subprocess.Popen:
 
 
 def load(port: int, clients: int, n_predict: int) -> dict:
-    def body(i: int) -> dict:
-        return {
-            "prompt": f"Client {i} says: once upon a time",
-            "n_predict": n_predict,
-            "temperature": 0.0,
-            "ignore_eos": True,
-            "stream": True,
-            "cache_prompt": False,
-        }
-
-    got = stream_clients(f"http://127.0.0.1:{port}/completion", clients, body)
+    got = stream_clients(f"http://127.0.0.1:{port}/completion", clients, lambda i: streaming_body(i, n_predict))
     t, g = summarize_us(got["ttft"]), summarize_us(got["gaps"] or [0])
     return {
         "tokens": got["tokens"],

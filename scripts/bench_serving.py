@@ -37,24 +37,22 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from _bench import bench_model, print_table, run_clients, sse_events, stream_clients, summarize_us, write_json  # noqa: E402
+from _bench import (  # noqa: E402
+    bench_model,
+    print_table,
+    run_clients,
+    sse_events,
+    stream_clients,
+    streaming_body,
+    summarize_us,
+    write_json,
+)
 from bench_http import free_port, launch  # noqa: E402
 
 
 def _ms(samples_ns: list[int]) -> dict[str, float]:
     s = summarize_us(samples_ns or [0])
     return {"p50_ms": s["p50_us"] / 1e3, "p99_ms": s["p99_us"] / 1e3, "max_ms": s["max_us"] / 1e3}
-
-
-def body(i: int, n_predict: int) -> dict[str, Any]:
-    return {
-        "prompt": f"Client {i} says: once upon a time",
-        "n_predict": n_predict,
-        "temperature": 0.0,
-        "ignore_eos": True,
-        "stream": True,
-        "cache_prompt": False,
-    }
 
 
 def metrics_poller(port: int, interval_s: float) -> tuple[Callable[[], list[int]], threading.Event]:
@@ -101,9 +99,9 @@ def one_round(
 ) -> dict[str, Any]:
     proc, port = fresh_server(cmd, flags)
     try:
-        burst = stream_clients(f"http://127.0.0.1:{port}/completion", n, lambda i: body(i, burst_tokens))
+        burst = stream_clients(f"http://127.0.0.1:{port}/completion", n, lambda i: streaming_body(i, burst_tokens))
         finish, _ = metrics_poller(port, poll_s)
-        load = stream_clients(f"http://127.0.0.1:{port}/completion", n, lambda i: body(i, n_predict))
+        load = stream_clients(f"http://127.0.0.1:{port}/completion", n, lambda i: streaming_body(i, n_predict))
         polls = finish()
     finally:
         stop_server(proc)
@@ -145,7 +143,7 @@ def big_burst(cmd: list[str], flags: list[str], n: int, n_predict: int, timeout_
                 with httpx.Client(timeout=timeout_s) as c:
                     start()
                     t0 = time.perf_counter_ns()
-                    sse_events(c, url, body(i, n_predict), on_event)
+                    sse_events(c, url, streaming_body(i, n_predict), on_event)
             except httpx.HTTPError as exc:
                 with lock:
                     errors.append(f"{type(exc).__name__}: {exc}")
