@@ -263,6 +263,13 @@ def test_sleep_frees_the_context_and_a_request_wakes_it(tiny_model_path):
 
     try:
         assert httpx.post(f"{base}/completion", json=greedy(n_predict=8)).status_code == 200
+        httpx.get(f"{base}/metrics", timeout=10)  # a scrape starts a new window: the next reports zero rates
+        awake = httpx.get(f"{base}/metrics", timeout=10).text
+        wait_for_sleep()
+        # asleep, the snapshot taken as it fell asleep: what an awake scrape saw, every line
+        # (llama-server's test_server_sleep_read_only_endpoints)
+        assert httpx.get(f"{base}/metrics", timeout=10).text == awake
+        httpx.post(f"{base}/completion", json=greedy(n_predict=8))  # wakes it: sleep again with a fresh window
         wait_for_sleep()
         # read-only routes answer from what sleep keeps, and do not wake it; the throughput
         # gauges cover the window since the last scrape (llama-server's buckets), asleep too
@@ -270,7 +277,7 @@ def test_sleep_frees_the_context_and_a_request_wakes_it(tiny_model_path):
         first = httpx.get(f"{base}/metrics", timeout=10).text
         second = httpx.get(f"{base}/metrics", timeout=10).text
         assert metric(first, "predicted_tokens_seconds") > 0 and metric(second, "predicted_tokens_seconds") == 0
-        assert metric(second, "tokens_predicted_total") == 8 and metric(second, "requests_processing") == 0
+        assert metric(second, "tokens_predicted_total") == 16 and metric(second, "requests_processing") == 0
         assert httpx.get(f"{base}/metrics", timeout=10).text == second
         assert asleep()
         # any other route wakes it, even one that needs no context (as llama-server)

@@ -105,7 +105,7 @@ class Stats:
         if sleeping:
             self.publish()
             with self._lock:
-                self._frozen = {**self._snapshot, **self._buckets}
+                self._frozen = {**self._snapshot, **self._buckets, "loop_seconds": dict(self._loop_seconds)}
                 self._reset_on_wake = False
         else:
             with self._lock:
@@ -137,7 +137,6 @@ class Stats:
                 "n_slots": srv.n_parallel,
                 "requests_processing": sum(s["is_processing"] for s in slots),
                 "n_ctx": srv.n_ctx_total,
-                "loop_seconds": dict(self._loop_seconds),
                 **self._totals,
             }
 
@@ -151,7 +150,8 @@ class Stats:
                     self._frozen.update(_empty_buckets())
                     self._reset_on_wake = True
             else:
-                snap = {**self._snapshot, **self._buckets}
+                # the loop's phase totals as they are now: they grow after each publish
+                snap = {**self._snapshot, **self._buckets, "loop_seconds": dict(self._loop_seconds)}
                 if reset_buckets:
                     self._buckets = _empty_buckets()
         snap["requests_deferred"] = self._srv.queue.n_deferred
