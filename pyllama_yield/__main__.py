@@ -109,9 +109,27 @@ def _listen(hosts: list[str], port: int) -> list | None:
     return socks
 
 
+def _uvicorn_server(app, settings, port: int):  # noqa: ANN001, ANN202 - imported lazily
+    import uvicorn
+
+    log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=5,
+            # h11, even where httptools is installed: httptools lower-cases header names, and
+            # llama-server's clients see its case (Access-Control-Allow-Origin, ...)
+            http="h11",
+        )
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - only to say which extra is missing
 
         from pyllama_yield.api import build_app
     except ImportError as exc:
@@ -134,19 +152,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # request (/health too) gets 503 "Loading model".
     app = build_app(None, settings)
     state = app.state.pyllama
-    log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=settings.host,
-            port=port,
-            log_level=log_level,
-            timeout_graceful_shutdown=5,
-            # h11, even where httptools is installed: httptools lower-cases header names, and
-            # llama-server's clients see its case (Access-Control-Allow-Origin, ...)
-            http="h11",
-        )
-    )
+    server = _uvicorn_server(app, settings, port)
     shutting_down = threading.Event()
     failure: list[BaseException] = []
 
