@@ -47,10 +47,11 @@ class Llama:
         if not path.is_file():
             raise ValueError(f"Model path does not exist: {model_path}")
         self.model_path = str(model_path)
-        self._engine = Engine(engine_config(path, n_parallel, seed, **kwargs)).start()
-        self._turn_stops = _unknown_turn_ends(self._engine)
-        # a Llama dropped without close() still stops its loop thread and frees the model
+        self._engine = Engine(engine_config(path, n_parallel, seed, **kwargs))
+        # a Llama dropped without close() (or whose start fails) still stops its loop thread and frees the model
         self._finalizer = weakref.finalize(self, self._engine.stop)
+        self._turn_stops = _unknown_turn_ends(self._engine)
+        self._engine.start()
 
     # --- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
