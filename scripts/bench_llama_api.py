@@ -85,7 +85,8 @@ def http_run(model: str, n: int, max_tokens: int, threads: int) -> dict[str, flo
                 body = {"prompt": prompts(n)[i], "n_predict": max_tokens, "temperature": 0}
                 counts[i] = c.post(url, json=body).json()["tokens_predicted"]
 
-        return {"tokens": sum(counts), "seconds": run_clients(n, one)}
+        seconds = run_clients(n, one)  # before counting: the clients fill in their counts
+        return {"tokens": sum(counts), "seconds": seconds}
     finally:
         proc.terminate()
         proc.wait(60)
