@@ -99,6 +99,9 @@ def test_bad_input_400_and_auth_401(server):
         assert r.json()["error"]["message"]
     r = server.post("/v1/chat/completions", json={"model": "x", "messages": "hi"})
     assert r.status_code == 400
+    for stop in [-1, [1, 2], {"a": 1}]:  # a wrong type is named, not a 500 from the stop-list merge
+        r = server.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "stop": stop})
+        assert r.status_code == 400 and "Field 'stop'" in r.json()["error"]["message"], r.text
     image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     r = server.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": image}]})
     assert r.status_code == 500 and "image input is not supported" in r.json()["error"]["message"]

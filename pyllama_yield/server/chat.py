@@ -209,8 +209,11 @@ def openai_chat_fields(body: dict[str, Any]) -> dict[str, Any]:
     ``stop`` as a list, ``response_format`` as ``json_schema``, ``logprobs``/``top_logprobs`` as
     ``n_probs``; the prompt is rendered later (:meth:`Chat.render`). Raises ``ValueError``."""
     body = dict(body)
-    if isinstance(body.get("stop"), str):
-        body["stop"] = [body["stop"]]
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        body["stop"] = [stop]
+    elif stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        raise ValueError(f"Field 'stop': must be a string or a list of strings, not {json.dumps(stop)[:80]}")
     schema = body.get("json_schema")
     if schema is not None and body.get("grammar"):
         raise ValueError("Cannot use both json_schema and grammar")
