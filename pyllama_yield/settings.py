@@ -136,6 +136,7 @@ class ServerSettings(BaseSettings):
         neg=("-nocb", "--no-cont-batching"),
         env="LLAMA_ARG_CONT_BATCHING",
         help="continuous batching (always on here)",
+        supported="this server always batches continuously; turning it off is not built",
     )
 
     # --- HTTP

@@ -77,6 +77,7 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
         (["--spec-synth-len", "2"], "--spec-synth-len"),
         (["--hf-repo", "a/b"], "--hf-repo"),
         (["--ui"], "--webui"),
+        (["-nocb"], "cont-batching"),
     ],
 )
 def test_flags_we_cannot_honour_are_errors_that_name_them(argv, flag):
