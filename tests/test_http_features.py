@@ -223,3 +223,10 @@ def test_vertex_ai_predict_route(tiny_model_path, monkeypatch):
         assert p[0]["object"] == "chat.completion" and p[1]["tokens_predicted"] == 2
         assert "no handler" in p[2]["error"]["message"] and "JSON object" in p[3]["error"]["message"]
         assert c.post("/predict", json={"nothing": 1}).status_code == 400
+    from pyllama_yield.settings import ServerSettings
+
+    small = ServerSettings(max_body_size=1000)
+    with Engine.create(tiny_model_path, n_ctx=1024, n_threads=1) as srv, TestClient(build_app(srv, small)) as c:
+        big = {"instances": [{"@requestFormat": "/completion", "prompt": "x" * 2000, "n_predict": 1}]}
+        r = c.post("/predict", json=big)
+        assert r.status_code == 413 and "too large" in r.json()["error"]["message"]

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message
 
+from .app_state import json_value
 from .errors import ApiError, error_json
 
 MAX_INSTANCES = 128
@@ -78,10 +79,7 @@ def make_predict(routes: dict[str, Any]) -> Any:
         return json.loads(bytes(response.body)) if response.body else None
 
     async def predict(request: Request) -> Response:
-        try:
-            data = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(str(exc)) from None
+        data = await json_value(request)  # within --max-body-size, as every body-reading route
         if not isinstance(data, dict):
             raise ApiError("request body must be a JSON object")
         instances = data.get("instances")
