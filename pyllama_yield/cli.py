@@ -8,6 +8,7 @@ meanings; a bool with a ``--no-`` form gets both.
 from __future__ import annotations
 
 import argparse
+import os
 import types
 import typing
 from typing import Any
@@ -71,6 +72,9 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
     """Settings from the flags given, the environment, and the defaults; exits with a clear
     message naming the flag for a bad or unsupported value."""
     given = {k: v for k, v in vars(args).items() if k in ServerSettings.model_fields}
+    unknown = unknown_environment()
+    if unknown:  # a variable we do not read must not be dropped without a word (e.g. a model to fetch)
+        raise SystemExit(f"error: {', '.join(unknown)}: not read by this server (unset to start)")
     try:
         return ServerSettings(**given)
     except UnsupportedFlagError as exc:
@@ -86,6 +90,12 @@ def settings_from_args(args: argparse.Namespace) -> ServerSettings:
             flag = _flag_info(field)["flags"][-1] if field else name
             problems.append(f"{flag}: {err['msg']}")
         raise SystemExit("error: " + "; ".join(problems)) from None
+
+
+def unknown_environment() -> list[str]:
+    """``LLAMA_ARG_*`` variables set in the environment that no setting declares, sorted."""
+    known = {f.validation_alias for f in ServerSettings.model_fields.values() if isinstance(f.validation_alias, str)}
+    return sorted(k for k in os.environ if k.startswith("LLAMA_ARG_") and k not in known)
 
 
 def engine_config(settings: ServerSettings, model_path: str | None = None) -> EngineConfig:

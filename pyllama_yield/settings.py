@@ -308,7 +308,9 @@ class ServerSettings(BaseSettings):
     lora_init_without_apply: bool = arg(
         False, "--lora-init-without-apply", help="load LoRA adapters at scale 0 (apply them via POST /lora-adapters)"
     )
-    hf_repo: str | None = arg(None, "-hf", "-hfr", "--hf-repo", supported="no downloads here: pass -m FILE")
+    hf_repo: str | None = arg(
+        None, "-hf", "-hfr", "--hf-repo", env="LLAMA_ARG_HF_REPO", supported="no downloads here: pass -m FILE"
+    )
     hf_file: str | None = arg(None, "-hff", "--hf-file", supported="no downloads here: pass -m FILE")
     model_url: str | None = arg(None, "-mu", "--model-url", supported="no downloads here: pass -m FILE")
 

@@ -104,3 +104,13 @@ def test_reasoning_is_not_an_abbreviation_of_other_flags():
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode != 0 and "--reasoning" in out.stderr and "ambiguous" not in out.stderr
     assert parse("-rea", "off").reasoning == "off"
+
+
+def test_unknown_llama_arg_variables_are_refused_by_name(monkeypatch):
+    monkeypatch.setenv("LLAMA_ARG_NOT_A_SETTING", "1")
+    with pytest.raises(SystemExit, match="LLAMA_ARG_NOT_A_SETTING"):
+        parse()
+    monkeypatch.delenv("LLAMA_ARG_NOT_A_SETTING")
+    monkeypatch.setenv("LLAMA_ARG_HF_REPO", "a/b")  # declared, and refused as its flag is
+    with pytest.raises(SystemExit, match="--hf-repo"):
+        parse()
