@@ -13,13 +13,12 @@ Every wait is on a condition variable; nothing polls or sleeps.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +83,9 @@ class ServerQueue:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # Two conditions on one lock, like the C++: the loop/worker wait for tasks on the first,
-        # the idle worker waits for a yield to start on the second.
+        # Two conditions on one lock: the loop thread waits for tasks (and for the worker to finish
+        # its task at the end of a yield) on the first; the worker waits for a task to serve
+        # during a yield on the second, so that a post outside a yield does not wake it.
         self._cond_tasks = threading.Condition(self._lock)
         self._cond_worker = threading.Condition(self._lock)
         self._ids = itertools.count()
@@ -102,8 +102,8 @@ class ServerQueue:
         self._loop_thread: int | None = None
         self._worker: threading.Thread | None = None
         self._w_stop = False
-        self._w_busy = False  # set by yield_to_queue, cleared by the worker when it stops serving
         self._w_yielding = False  # work() is still running on the loop thread
+        self._w_serving = False  # the worker is inside the new-task callback
         self._w_exception: BaseException | None = None
 
         self._on_new_task: NewTaskCallback = _no_new_task_callback
@@ -151,7 +151,13 @@ class ServerQueue:
             if reset_timer:
                 self._time_last_task = time.monotonic()
             self._cond_tasks.notify_all()
+            self._wake_worker()
         return [t.id for t in tasks]
+
+    def _wake_worker(self) -> None:
+        # caller holds the lock; the worker only serves during a yield, so only then is it woken
+        if self._w_yielding and self._tasks:
+            self._cond_worker.notify()
 
     def defer(self, task: Task) -> None:
         """Q3: park a task until a slot frees (see :meth:`pop_deferred_task`)."""
@@ -169,6 +175,7 @@ class ServerQueue:
                 self._tasks.appendleft(chosen)
             self._time_last_task = time.monotonic()
             self._cond_tasks.notify_all()
+            self._wake_worker()
 
     @property
     def n_deferred(self) -> int:
@@ -204,8 +211,9 @@ class ServerQueue:
                 q.extend(kept)
 
     # --- the loop ---------------------------------------------------------------------------
-    def _process_new_tasks(self, is_yielding: bool) -> bool:
-        """Handle queued tasks until none is left; True when terminated."""
+    def _process_new_tasks(self) -> bool:
+        """On the loop thread, not yielding: handle queued tasks until none is left; True when
+        terminated. (During a yield the worker serves them, see :meth:`_worker_loop`.)"""
         while True:
             with self._lock:
                 if not self._running:
@@ -214,11 +222,8 @@ class ServerQueue:
                     return False
                 task = self._tasks.popleft()
             # no lock here: the callback may post
-            if not self._on_new_task(task, is_yielding):
-                if not is_yielding:
-                    raise QueueError(f"task {task.id} declined while not yielding")
-                with self._lock:  # set aside, else it would be offered again in a loop
-                    self._declined.append(task)
+            if not self._on_new_task(task, False):
+                raise QueueError(f"task {task.id} declined while not yielding")
 
     def start_loop(self, idle_sleep_ms: int = -1) -> None:
         """Q4-Q7: serve tasks and call update-slots until :meth:`terminate`; blocks."""
@@ -228,7 +233,7 @@ class ServerQueue:
             self._loop_thread = threading.get_ident()
             self._running = True
             self._time_last_task = time.monotonic()
-            self._w_stop = self._w_busy = self._w_yielding = False
+            self._w_stop = self._w_yielding = self._w_serving = False
             self._w_exception = None
         self._worker = threading.Thread(target=self._worker_loop, name="pyllama-queue-worker", daemon=True)
         self._worker.start()
@@ -242,7 +247,7 @@ class ServerQueue:
     def _run(self, idle_sleep_ms: int) -> None:
         idle_s = idle_sleep_ms / 1000.0
         while True:
-            if self._process_new_tasks(False):
+            if self._process_new_tasks():
                 return
             t_update = time.monotonic()
             self._on_update_slots()
@@ -303,11 +308,10 @@ class ServerQueue:
             if self._loop_thread != me:
                 where = "outside start_loop()" if self._loop_thread is None else "off the loop thread"
                 raise QueueError(f"yield_to_queue() called {where}; call it from the loop thread")
-            if self._w_busy:
+            if self._w_yielding:
                 raise QueueError("yield_to_queue() cannot be nested")
-            self._w_busy = True
             self._w_yielding = True
-            self._cond_worker.notify()
+            self._wake_worker()  # with nothing queued the worker sleeps on: no thread hop per yield
 
         result, error = None, None
         try:
@@ -316,9 +320,8 @@ class ServerQueue:
             error = exc
 
         with self._lock:
-            self._w_yielding = False
-            self._cond_tasks.notify_all()
-            self._cond_tasks.wait_for(lambda: not self._w_busy)
+            self._w_yielding = False  # the worker takes no further task
+            self._cond_tasks.wait_for(lambda: not self._w_serving)  # Y5: it finishes the one it is on
             self._tasks.extendleft(reversed(self._declined))
             self._declined.clear()
             self._time_last_task = time.monotonic()
@@ -330,30 +333,34 @@ class ServerQueue:
         return result
 
     def _worker_loop(self) -> None:
+        """Serve queued tasks one at a time while a yield lasts; sleep otherwise. The loop thread
+        ends a yield without waking this thread when it is asleep, so only a task costs a hop."""
         while True:
             with self._lock:
-                self._cond_worker.wait_for(lambda: self._w_stop or self._w_busy)
+                self._cond_worker.wait_for(self._worker_has_work)
                 if self._w_stop:
                     return
-            self._serve_yield()
-            with self._lock:
-                self._w_busy = False
-                self._cond_tasks.notify_all()
-
-    def _serve_yield(self) -> None:
-        while True:
+                task = self._tasks.popleft()
+                self._w_serving = True
+            error: BaseException | None = None
+            handled = True
             try:
-                terminated = self._process_new_tasks(True)
-            except BaseException as exc:  # handed to yield_to_queue
-                with self._lock:
-                    self._w_exception = exc
-                return
+                handled = self._on_new_task(task, True)  # no lock here: the callback may post
+            except BaseException as exc:  # handed to yield_to_queue (Y7)
+                error = exc
             with self._lock:
-                if terminated or self._w_stop or not self._w_yielding:
-                    return
-                self._cond_tasks.wait_for(
-                    lambda: self._w_stop or not self._running or not self._w_yielding or bool(self._tasks)
-                )
+                if error is not None:
+                    self._w_exception = error  # the worker serves nothing more this yield
+                elif not handled:
+                    self._declined.append(task)  # set aside, else it would be offered again
+                self._w_serving = False
+                self._cond_tasks.notify_all()  # the loop thread may be waiting to end the yield
+
+    def _worker_has_work(self) -> bool:
+        # caller holds the lock
+        if self._w_stop:
+            return True
+        return self._w_yielding and self._running and self._w_exception is None and bool(self._tasks)
 
     def _stop_worker(self) -> None:
         worker, self._worker = self._worker, None
@@ -381,7 +388,7 @@ class ServerResponse:
         # id -> wake(): called on the sender's thread when a result for the id comes, when the id
         # is withdrawn, or at terminate. For readers that must not block a thread (an event loop).
         self._listeners: dict[int, Callable[[], None]] = {}
-        self._held: list[Result] | None = None  # sends held back by batched(), on one thread
+        self._held: list[Result] | None = None  # sends held back by hold(), on one thread
         self._held_by: int | None = None
 
     def add_waiting_task_id(self, id_task: int) -> None:
@@ -462,8 +469,8 @@ class ServerResponse:
                     self._cond.wait(remaining)
 
     def send(self, result: Result) -> None:
-        """Deliver to the waiter of ``result.id``; dropped when nobody waits for it. Inside
-        :meth:`batched`, on the thread that opened it, held back until the batch closes."""
+        """Deliver to the waiter of ``result.id``; dropped when nobody waits for it. Held back
+        until :meth:`flush` when this thread called :meth:`hold`."""
         held = self._held
         if held is not None and threading.get_ident() == self._held_by:
             held.append(result)
@@ -490,18 +497,31 @@ class ServerResponse:
         for wake in wakes.values():  # a listening reader: no blocked thread to wake
             wake()
 
-    @contextlib.contextmanager
-    def batched(self) -> Iterator[None]:
-        """Hold back what this thread sends until the block ends, then deliver it all at once
-        (the loop thread's step: one delivery per step, not one per token per slot). Results
-        other threads send meanwhile (the worker's, during a yield) go out at once."""
-        if self._held is not None:
-            raise QueueError("ServerResponse.batched() does not nest")
-        self._held, self._held_by = [], threading.get_ident()
-        try:
-            yield
-        finally:
-            held, self._held, self._held_by = self._held, None, None
+    def hold(self) -> None:
+        """From now on, what this thread sends is held back until :meth:`flush`. The loop thread
+        holds a step's results and flushes them just before its next decode, when it releases the
+        GIL for milliseconds: a woken reader then runs while the loop thread needs no GIL, instead
+        of making it wait in the middle of its step. Results other threads send meanwhile (the
+        worker's, during a yield) go out at once."""
+        me = threading.get_ident()
+        if self._held is None:
+            self._held, self._held_by = [], me
+        elif self._held_by != me:
+            raise QueueError("ServerResponse.hold(): another thread is holding")
+
+    def flush(self, keep_holding: bool = False) -> None:
+        """Deliver what :meth:`hold` kept back, all at once (each reader woken once); the thread
+        goes on holding when ``keep_holding``."""
+        held = self._held
+        if held is None:
+            return
+        if threading.get_ident() != self._held_by:
+            raise QueueError("ServerResponse.flush(): only the holding thread may flush")
+        if keep_holding:
+            self._held = []
+        else:
+            self._held, self._held_by = None, None
+        if held:
             self.send_many(held)
 
     def broadcast(self, result: Result) -> None:

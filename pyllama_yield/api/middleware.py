@@ -64,8 +64,12 @@ class ServerMiddleware:
             await _reply(send, 503, body.encode(), "application/json; charset=utf-8", extra)
             return
 
+        if not extra:  # nothing to add: no wrapper layer on each streamed chunk
+            await self.app(scope, receive, send)
+            return
+
         async def send_with_cors(message: Message) -> None:
-            if message["type"] == "http.response.start" and extra:
+            if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 

@@ -53,6 +53,7 @@ class BatchLoop:
     yield_decode: bool
     _running: threading.Event
     clock: PhaseClock  # where the loop thread's time goes
+    _decoding = False  # this step reached its decode (and so delivered what was held)
     _check_loop_thread: Callable[[], None]
     _send_error: Callable[..., None]
 
@@ -60,24 +61,38 @@ class BatchLoop:
         self._check_loop_thread()
         self._running.set()
         if not any(s.busy for s in self.slots):
+            self.responses.flush()  # what the last step (or a task since) held goes out now
             return
         self.clock.start()
-        with self.responses.batched():  # this step's tokens go out together, one wake per reader
-            try:
-                self._step()
-            except Exception as exc:
-                log.exception("update_slots failed")
-                for slot in self.slots:
-                    if slot.busy:
-                        self._fail(slot, f"{type(exc).__name__}: {exc}")
-            self.clock.lap("other")
-        self.clock.lap("post")  # the step's results delivered
+        # This thread's results are held and go out together (one wake per reader) just before
+        # the next decode, while this thread holds no GIL; or at the end of a step without one.
+        self.responses.hold()
+        self._decoding = False
+        try:
+            self._step()
+        except Exception as exc:
+            log.exception("update_slots failed")
+            for slot in self.slots:
+                if slot.busy:
+                    self._fail(slot, f"{type(exc).__name__}: {exc}")
+        self.clock.lap("other")
+        busy = any(s.busy for s in self.slots)
+        if not busy or not self._decoding:
+            self.responses.flush()
+            self.clock.lap("post")
         self.stats.publish()
         self.clock.lap("publish")
         self.stats.add_loop(self.clock.take())
-        if any(s.busy for s in self.slots):
+        if busy:
             # keep the loop turning while slots work; tasks posted meanwhile are handled first
             self.queue.post(Task(TaskType.NEXT_RESPONSE))
+
+    def _deliver_before_decode(self) -> None:
+        """The results held since the last decode go out now: the GIL is about to be released for
+        the whole decode, so the readers they wake never make this thread wait for it."""
+        self.responses.flush(keep_holding=True)
+        self._decoding = True
+        self.clock.lap("post")
 
     def _shift_context(self, s: Slot) -> None:
         """The slot's context is full: drop ``n_discard`` tokens after the first ``n_keep`` (half of
@@ -107,11 +122,13 @@ class BatchLoop:
         spec = self.drafter.active and bool(generating)
         self.clock.lap("other")
         if spec:  # S2: drafting is yielded only when a slot drafts
+            self._deliver_before_decode()
             self.queue.yield_to_queue(lambda: self.drafter.draft(generating, self.n_ctx_slot))
             self.clock.lap("draft")
         chunks = self._fill_batch(generating, lora)
         self.loras.apply(self.ctx, lora)
         self.clock.lap("fill")
+        self._deliver_before_decode()
         t0 = now()
         try:
             if self.yield_decode:

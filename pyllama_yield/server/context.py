@@ -105,7 +105,10 @@ class ServerContext(BatchLoop):
         self._loop_ident = threading.get_ident()
         if self.config.limits.warmup:  # on the loop thread: all ggml compute stays on one thread
             self.ctx.warmup()
-        self.queue.start_loop(self.config.limits.idle_sleep_ms)
+        try:
+            self.queue.start_loop(self.config.limits.idle_sleep_ms)
+        finally:
+            self.responses.flush()  # what the last step held, before the readers are terminated
 
     def start(self) -> ServerContext:
         """Serve on a dedicated loop thread; returns once the loop runs."""

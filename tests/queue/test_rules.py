@@ -205,7 +205,7 @@ def test_q6_process_reports_termination():
     q = ServerQueue()
     q.on_new_task(Recorder())
     q.terminate()
-    assert q._process_new_tasks(False) is True
+    assert q._process_new_tasks() is True
 
 
 def test_q7_restart_after_return():
@@ -271,6 +271,34 @@ def test_y3_work_on_loop_thread_tasks_on_worker_including_new_ones():
     assert work_thread == [d.loop_ident]
     workers = {h[2] for h in rec.handled}
     assert all(h[1] for h in rec.handled) and d.loop_ident not in workers and len(workers) == 1
+    d.stop()
+
+
+class CountingCondition(threading.Condition):
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
+        self.notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notified += 1
+        super().notify(n)
+
+    def notify_all(self) -> None:
+        self.notified += 1
+        super().notify_all()
+
+
+def test_y3_a_yield_with_nothing_queued_does_not_wake_the_worker():
+    """A decode per token is a yield per token: with no task queued, starting and ending it must
+    not wake the worker (a thread hop that makes the loop thread wait for the GIL)."""
+    q, rec, d = make(decline=lambda t, y: False)
+    q._cond_worker = CountingCondition(q._lock)
+    d.start()
+    for _ in range(20):
+        d.run(lambda: q.yield_to_queue(lambda: None))
+    assert q._cond_worker.notified == 0
+    d.run(lambda: q.yield_to_queue(lambda: (q.post(Task(M)), rec.wait_handled(1))))
+    assert q._cond_worker.notified == 1 and rec.handled[0][1]  # a task does wake it
     d.stop()
 
 
@@ -619,10 +647,10 @@ def test_listener_is_woken_per_result_and_at_stop_and_terminate():
         other.take_available()
 
 
-def test_batched_sends_go_out_together_and_other_threads_are_not_held():
-    """The loop thread's step: results sent inside batched() are delivered when it ends, each
-    listening reader woken once for all of its results; what another thread sends meanwhile (the
-    worker answering during a yield) is not held back."""
+def test_held_sends_go_out_together_at_flush_and_other_threads_are_not_held():
+    """The loop thread's step: results sent while it holds are delivered at flush, each listening
+    reader woken once for all of its results; what another thread sends meanwhile (the worker
+    answering during a yield) is not held back, and only the holding thread may flush."""
     q = ServerQueue()
     responses = ServerResponse()
     woken: list[str] = []
@@ -630,24 +658,34 @@ def test_batched_sends_go_out_together_and_other_threads_are_not_held():
     (ta,) = a.post_tasks([Task(C)])
     (tb,) = b.post_tasks([Task(C)])
     a.listen(lambda: woken.append("a"))
-    worker_sent = threading.Event()
+    worker_done = threading.Event()
+    worker_errors: list[BaseException] = []
 
-    def worker() -> None:  # another thread, inside the batch
+    def worker() -> None:  # another thread, while the test's thread holds
         responses.send(Result(tb, "from the worker", is_final=False))
-        worker_sent.set()
+        for call in (responses.hold, responses.flush):
+            try:
+                call()
+            except QueueError as exc:
+                worker_errors.append(exc)
+        worker_done.set()
 
-    with responses.batched():
-        for i in range(3):
-            responses.send(Result(ta, i, is_final=False))
-        responses.send(Result(ta, "done"))
-        t = threading.Thread(target=worker)
-        t.start()
-        assert worker_sent.wait(TIMEOUT)
-        t.join(TIMEOUT)
-        assert woken == [] and a.take_available() == []  # held
-        assert b.next().payload == "from the worker"  # not held
-        with pytest.raises(QueueError):
-            with responses.batched():
-                pass
-    assert woken == ["a"]  # once for four results
-    assert [r.payload for r in a.take_available()] == [0, 1, 2, "done"]
+    responses.hold()
+    for i in range(2):
+        responses.send(Result(ta, i, is_final=False))
+    t = threading.Thread(target=worker)
+    t.start()
+    assert worker_done.wait(TIMEOUT)
+    t.join(TIMEOUT)
+    assert len(worker_errors) == 2  # neither hold nor flush from another thread
+    assert woken == [] and a.take_available() == []  # held
+    assert b.next().payload == "from the worker"  # not held
+    responses.flush(keep_holding=True)
+    assert woken == ["a"]  # once for both results
+    assert [r.payload for r in a.take_available()] == [0, 1]
+    responses.send(Result(ta, 2, is_final=False))  # still holding
+    assert a.take_available() == []
+    responses.flush()
+    assert [r.payload for r in a.take_available()] == [2]
+    responses.send(Result(ta, "done"))  # no longer holding: at once
+    assert [r.payload for r in a.take_available()] == ["done"]

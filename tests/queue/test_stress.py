@@ -82,10 +82,14 @@ def test_stress_no_loss_no_duplicates_order_kept_per_kind():
         assert not t.is_alive()
     producers_done.set()
     assert all_handled.wait(60), f"only {len(handled)} of {N_TASKS} handled"
-    q.post(Task(TaskType.METRICS, payload=(-1, -1)))  # wake the loop so that it sees all_handled
-    q.terminate()
-    loop.join(TIMEOUT)
-    assert not loop.is_alive()
+    # wake the loop: update() finishes its yield quota, sees all_handled and terminates the loop
+    # itself (terminating from here raced that last update and could cut the quota short)
+    q.post(Task(TaskType.METRICS, payload=(-1, -1)))
+    loop.join(60)
+    if loop.is_alive():
+        q.terminate()
+        loop.join(TIMEOUT)
+        pytest.fail("the loop did not finish its yield quota and stop")
     assert worker_threads() == []
 
     mine = [h for h in handled if h[0] >= 0]
