@@ -7,12 +7,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+LOGS: dict[int, Path] = {}  # pid -> the server's log file
 API_KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
@@ -25,19 +27,24 @@ def free_port() -> int:
 
 def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
     port = int(args[args.index("--port") + 1]) if "--port" in args else free_port()
+    # the log goes to a file, not a pipe: a pipe nobody reads fills up (64 KiB) and then blocks
+    # the server's next log line, which would look like a hung server
+    log = tempfile.NamedTemporaryFile("w+", prefix="pyllama-serve-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(model), "--port", str(port), *args],
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
         cwd=model.parent,
         env={**os.environ, "PYTHONPATH": str(REPO)},  # the checkout's code, as the tests import it
     )
+    log.close()
+    LOGS[proc.pid] = Path(log.name)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stdout.read()}")
+            raise RuntimeError(f"server exited: {read_log(proc)}")
         try:
             if httpx.get(f"{base}/health", timeout=1).status_code == 200:
                 return proc, base
@@ -47,7 +54,19 @@ def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("server did not start")
 
 
+def read_log(proc: subprocess.Popen) -> str:
+    """What the server has written so far (stdout and stderr)."""
+    return LOGS[proc.pid].read_text(errors="replace")
+
+
+def wait_and_read_log(proc: subprocess.Popen) -> str:
+    """Wait for the server to exit (60 s at most) and return its whole log."""
+    proc.wait(timeout=60)
+    out = read_log(proc)
+    LOGS.pop(proc.pid).unlink(missing_ok=True)
+    return out
+
+
 def stop_server(proc: subprocess.Popen) -> str:
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    return out
+    return wait_and_read_log(proc)

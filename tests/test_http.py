@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from http_server import API_KEY, AUTH, start_server, stop_server
+from http_server import API_KEY, AUTH, start_server, stop_server, wait_and_read_log
 
 
 def greedy(**kw):
@@ -192,7 +192,7 @@ def test_sigterm_shuts_down_cleanly_while_busy(tiny_model_path):
 def test_ctrl_c_shuts_down_cleanly(tiny_model_path):
     proc, _ = start_server(tiny_model_path, "--threads", "1")
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out = wait_and_read_log(proc)
     assert proc.returncode == 0 and "no thread left" in out
 
 

@@ -230,3 +230,22 @@ def test_vertex_ai_predict_route(tiny_model_path, monkeypatch):
         big = {"instances": [{"@requestFormat": "/completion", "prompt": "x" * 2000, "n_predict": 1}]}
         r = c.post("/predict", json=big)
         assert r.status_code == 413 and "too large" in r.json()["error"]["message"]
+
+
+def test_our_own_fault_is_a_500_in_the_error_shape_with_the_traceback_logged(tiny_model_path, caplog):
+    from starlette.testclient import TestClient
+
+    from pyllama_yield.api import build_app
+    from pyllama_yield.server import Engine
+
+    def broken(*args: object) -> list[int]:
+        raise RuntimeError("a bug of ours")
+
+    with Engine.create(tiny_model_path, n_ctx=1024, n_threads=1) as srv, TestClient(build_app(srv)) as c:
+        srv.tokenize = broken  # type: ignore[method-assign]
+        with caplog.at_level("ERROR", logger="pyllama_yield.api"):
+            r = c.post("/tokenize", json={"content": "Hello"})
+        assert r.status_code == 500
+        assert r.json() == {"error": {"code": 500, "message": "RuntimeError: a bug of ours", "type": "server_error"}}
+        assert "POST /tokenize failed" in caplog.text and "a bug of ours" in caplog.text
+        assert c.post("/tokenize", json={"content": 5}).status_code == 400  # still answering

@@ -78,9 +78,15 @@ async def apply_template(request: Request) -> Response:
 def _valid_filename(name: object) -> TypeGuard[str]:
     """A plain file name inside the slot folder: no path, no traversal, nothing odd (as llama.cpp's
     ``fs_validate_filename``)."""
-    if not isinstance(name, str) or not 0 < len(name) <= 255 or name in (".", ".."):
+    if not isinstance(name, str) or name in (".", ".."):
         return False
-    if any(c in name for c in '/\\:*?"<>|') or any(ord(c) < 32 for c in name):
+    try:
+        size = len(name.encode("utf-8"))  # a lone surrogate is no file name
+    except UnicodeEncodeError:
+        return False
+    if not 0 < size <= 255 or any(c in name for c in '/\\:*?"<>|'):
+        return False
+    if any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in name):  # control characters, C0 and C1
         return False
     return not name.startswith(" ") and not name.endswith((" ", "."))
 
@@ -101,8 +107,7 @@ async def slot_action(request: Request) -> Response:
         raise ApiError("Invalid action")
     payload: dict[str, Any] = {"id_slot": id_slot}
     if action != "erase":
-        body = await json_body(request)
-        name = body.get("filename")
+        name = (await json_body(request)).get("filename")
         if not _valid_filename(name):
             raise ApiError("Invalid filename")
         path = Path(folder) / name

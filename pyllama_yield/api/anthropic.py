@@ -97,6 +97,8 @@ def to_openai(body: dict[str, Any]) -> dict[str, Any]:
         messages += _message(msg) if isinstance(msg, dict) else [msg]
     oai: dict[str, Any] = {"messages": messages, "max_tokens": body.get("max_tokens", 4096)}
     if isinstance(body.get("tools"), list):
+        if not all(isinstance(t, dict) for t in body["tools"]):
+            raise ApiError("each of 'tools' must be an object")
         oai["tools"] = [
             {
                 "type": "function",

@@ -6,6 +6,7 @@ The HTTP layer only posts tasks and reads results; it never calls llama.cpp. Nee
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -16,12 +17,14 @@ from starlette.routing import Route
 
 from ..server import Engine
 from ..settings import ServerSettings
-from . import admin, anthropic, chat, embeddings, gcp, native, openai, responses
+from . import admin, anthropic, chat, embeddings, gcp, native, openai, openapi, responses
 from .app_state import AppState
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+log = logging.getLogger("pyllama_yield.api")
 
 
 def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
@@ -42,6 +45,9 @@ def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
             return await fn(request)
         except ApiError as exc:
             return error_response(exc)
+        except Exception as exc:  # our own fault: a 500 in the error shape, the traceback in the log
+            log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(ApiError(f"{type(exc).__name__}: {exc}", 500, "server_error"))
 
     return wrapped
 
@@ -60,11 +66,12 @@ def _gated(fn: Handler, enabled: Callable[[ServerSettings], bool], flag: str, wh
 
 # what a sleeping server answers without waking up (as llama-server): the rest wakes it first
 STAY_ASLEEP = {("/", "GET"), ("/health", "GET"), ("/v1/health", "GET"), ("/metrics", "GET"), ("/props", "GET")}
-STAY_ASLEEP |= {("/models", "GET"), ("/v1/models", "GET")}
+STAY_ASLEEP |= {("/models", "GET"), ("/v1/models", "GET"), ("/openapi.json", "GET")}
 
 # path, handler, methods, public (no API key needed)
 ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/", admin.index, ["GET"], True),
+    ("/openapi.json", openapi.openapi_json, ["GET"], True),
     ("/health", native.health, ["GET"], True),
     ("/props", admin.get_props, ["GET"], False),
     ("/props", admin.post_props, ["POST"], False),
@@ -123,6 +130,10 @@ def build_app(
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_origins, is_ready=lambda: state.ready)]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.pyllama = state
+    described = [(path, methods[0], public) for path, _, methods, public in ROUTES]
+    if gcp.enabled():
+        described.append((gcp.predict_route(), "POST", False))
+    app.state.pyllama_openapi = openapi.openapi_document(described)
     if engine is not None:
         state.attach(engine)
     return app

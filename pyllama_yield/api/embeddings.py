@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from .app_state import AppState, json_body
 from .errors import ApiError
+from .schemas import RerankRequest, parse
 
 
 async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any], list[dict[str, Any]], bool]:
@@ -80,17 +81,12 @@ async def rerank(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = await json_body(request)
     tei = "texts" in body
-    query = body.get("query")
-    if "query" not in body:
-        raise ApiError('"query" must be provided')
-    if not isinstance(query, str):
-        raise ApiError('"query" must be a string')
-    documents = body.get("documents", body.get("texts"))
-    if not isinstance(documents, list) or not documents or not all(isinstance(d, str) for d in documents):
+    req = parse(RerankRequest, body)
+    documents = req.documents if req.documents is not None else req.texts
+    if not documents:
         raise ApiError('"documents" must be a non-empty string array')
-    top_n = body.get("top_n", len(documents))
-    if isinstance(top_n, bool) or not isinstance(top_n, int):
-        raise ApiError('"top_n" must be an integer')
+    query = req.query
+    top_n = len(documents) if req.top_n is None else req.top_n
     tasks = await state.bridge.build(state.engine.make_rerank_tasks, query, documents)
     results = await state.bridge.run_to_end(request, tasks)
     label = "score" if tei else "relevance_score"
@@ -98,7 +94,7 @@ async def rerank(request: Request) -> Response:
     items = []
     for r in ranked:
         item: dict[str, Any] = {"index": r["index"], label: r["score"]}
-        if tei and body.get("return_text"):
+        if tei and req.return_text:
             item["text"] = documents[r["index"]]
         items.append(item)
     if tei:

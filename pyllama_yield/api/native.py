@@ -12,6 +12,7 @@ from ..server.probs import valid_utf8
 from .app_state import AppState, json_body
 from .errors import ApiError
 from .prometheus import prometheus_text
+from .schemas import DetokenizeRequest, TokenizeRequest, parse
 
 INTERNAL = ("n_prompt_tokens_cache",)  # carried for the OpenAI routes, not part of llama-server's shape
 
@@ -66,19 +67,12 @@ async def slots(request: Request) -> Response:
 
 async def tokenize(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    body = await json_body(request)
-    content = body.get("content")
-    if not isinstance(content, str):
-        raise ApiError("'content' must be a string")
-    add_special = body.get("add_special", False)
-    parse_special = body.get("parse_special", True)
-    if not isinstance(add_special, bool) or not isinstance(parse_special, bool):
-        raise ApiError("'add_special' and 'parse_special' must be booleans")
+    req = parse(TokenizeRequest, await json_body(request))
     engine = state.engine
 
     def run() -> dict[str, Any]:
-        tokens = engine.tokenize(content, add_special, parse_special)
-        if not body.get("with_pieces"):
+        tokens = engine.tokenize(req.content, req.add_special, req.parse_special)
+        if not req.with_pieces:
             return {"tokens": tokens}
         out = []
         for t in tokens:
@@ -92,13 +86,10 @@ async def tokenize(request: Request) -> Response:
 
 async def detokenize(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    body = await json_body(request)
-    tokens = body.get("tokens", [])
-    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-        raise ApiError("'tokens' must be a list of token ids")
+    req = parse(DetokenizeRequest, await json_body(request))
     engine = state.engine
     try:
-        content = await state.bridge.run(engine.detokenize, tokens)
+        content = await state.bridge.run(engine.detokenize, req.tokens)
     except ValueError as exc:
         raise ApiError(str(exc)) from None
     return JSONResponse({"content": content})

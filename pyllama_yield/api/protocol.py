@@ -71,6 +71,8 @@ _MEDIA = {"image_url": "image", "input_audio": "audio", "input_video": "video", 
 def _check_parts(parts: list[Any]) -> None:
     for part in parts:
         kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str):
+            raise ApiError("content[].type must be a string")
         if kind in _MEDIA:
             raise ApiError(
                 f"{_MEDIA[kind]} input is not supported - hint: if this is unexpected, "

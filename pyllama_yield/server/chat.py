@@ -59,7 +59,10 @@ class Chat:
         if has_tools and tool_choice != "none" and body.get("grammar"):
             raise ValueError("Cannot use custom grammar constraints with tools.")
         schema = body.get("json_schema")
-        kwargs = {k: json.dumps(v) for k, v in (body.get("chat_template_kwargs") or {}).items()}
+        given_kwargs = body.get("chat_template_kwargs") or {}
+        if not isinstance(given_kwargs, dict):
+            raise ValueError("Field 'chat_template_kwargs': must be an object")
+        kwargs = {k: json.dumps(v) for k, v in given_kwargs.items()}
         reasoning_format = body.get("reasoning_format", self.reasoning_format)
         inputs = {
             "messages": body["messages"],

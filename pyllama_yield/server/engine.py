@@ -26,7 +26,7 @@ from .config import EngineConfig
 from .context import ServerContext
 from .embedding import EmbeddingTask, rerank_prompt
 from .infill import fim_support_error, infill_prompt
-from .params import CompletionParams, resolve
+from .params import CompletionParams, resolve, validation_message
 from .sampling import GrammarError
 from .task import CompletionTask, tokenize_prompts
 
@@ -216,7 +216,7 @@ class Engine:
             try:
                 params = CompletionParams.model_validate(data).over(self.defaults)
             except ValidationError as exc:
-                raise ValueError(_validation_message(exc)) from None
+                raise ValueError(validation_message(exc)) from None
         params = self._apply_caps(params)
         if prompt is None:
             prompt = data.get("prompt") if isinstance(data, dict) else None
@@ -338,15 +338,6 @@ class Engine:
         """The latest published metrics plus what the queue knows now; safe from any thread.
         ``reset_buckets``: a scrape, which starts a new window for the throughput gauges."""
         return self.stats.snapshot(reset_buckets)
-
-
-def _validation_message(exc: ValidationError) -> str:
-    """pydantic's errors as llama-server words them: "Field 'top_k': <reason>"."""
-    parts = []
-    for err in exc.errors():
-        name = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "request"
-        parts.append(f"Field '{name}': {err['msg']}")
-    return "; ".join(parts)
 
 
 def _as_task(t: CompletionTask | EmbeddingTask) -> Task:

@@ -16,7 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from .sampling import DEFAULT_SAMPLERS, SAMPLING_FIELDS, Tokenizer, json_bias, sampler_params
 
@@ -277,3 +286,12 @@ def _generation_settings(
         "backend_sampling": p.backend_sampling,
         "lora": [e.model_dump() for e in p.lora or []],
     }
+
+
+def validation_message(exc: ValidationError) -> str:
+    """pydantic's errors as llama-server words them: "Field 'top_k': <reason>"."""
+    parts = []
+    for err in exc.errors():
+        name = ".".join(str(x) for x in err["loc"] if not isinstance(x, int)) or "request"
+        parts.append(f"Field '{name}': {err['msg']}")
+    return "; ".join(parts)

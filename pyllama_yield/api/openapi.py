@@ -1,0 +1,96 @@
+"""``GET /openapi.json``: an OpenAPI 3.1 description of the routes, generated from the request
+models of ``schemas.py`` (llama-server publishes none; vLLM's and llama-cpp-python's servers do),
+so clients can generate code and tools can validate against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .. import __version__
+from .schemas import REQUEST_MODELS
+
+__all__ = ["openapi_document"]
+
+REF = "#/components/schemas/{model}"
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "type"],
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "type": {"type": "string"}},
+        }
+    },
+}
+
+_ERROR_RESPONSE = {"content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+
+
+def _operation(path: str, method: str, public: bool, body: dict[str, Any] | None) -> dict[str, Any]:
+    name = path.strip("/").replace("/", "_").replace("{", "").replace("}", "") or "index"
+    op: dict[str, Any] = {
+        "operationId": f"{method.lower()}_{name}",
+        "responses": {
+            "200": {"description": "OK (a JSON object, or server-sent events when the request streams)"},
+            "4XX": {"description": "A bad request, in the error shape", **_ERROR_RESPONSE},
+            "5XX": {"description": "Not supported by this server's flags, busy, or our fault", **_ERROR_RESPONSE},
+        },
+    }
+    if not public:
+        op["security"] = [{"apiKey": []}, {}]  # only when the server has --api-key
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    params = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "integer"}} for name in _path_params(path)
+    ]
+    if path == "/slots/{id_slot}":
+        params.append(
+            {"name": "action", "in": "query", "required": True, "schema": {"enum": ["save", "restore", "erase"]}}
+        )
+    if params:
+        op["parameters"] = params
+    return op
+
+
+def _path_params(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+
+
+def openapi_document(routes: Iterable[tuple[str, str, bool]], version: str = __version__) -> dict[str, Any]:
+    """The description of ``routes`` (path, method, public): every POST route with its request
+    model, every model once under ``components.schemas``."""
+    routes = list(routes)
+    models: list[type[BaseModel]] = sorted(set(REQUEST_MODELS.values()), key=lambda m: m.__name__)
+    refs, defs = models_json_schema([(m, "validation") for m in models], ref_template=REF)
+    schemas: dict[str, Any] = {**defs.get("$defs", {}), "Error": ERROR_SCHEMA}
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, public in routes:
+        model = REQUEST_MODELS.get((path, method))
+        body = refs[(model, "validation")] if model is not None else None
+        paths.setdefault(path, {})[method.lower()] = _operation(path, method, public, body)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "pyllama-yield",
+            "version": version,
+            "description": "llama-server's HTTP API (its native, OpenAI, Anthropic and Responses routes)",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+async def openapi_json(request: Request) -> Response:
+    return JSONResponse(request.app.state.pyllama_openapi)
