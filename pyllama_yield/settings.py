@@ -9,6 +9,7 @@ honour yet is still declared, so that using it is an error that names it, never 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -158,12 +159,15 @@ class ServerSettings(BaseSettings):
     props: bool = arg(False, "--props", env="LLAMA_ARG_ENDPOINT_PROPS", help="allow POST /props")
     slots: bool = arg(True, "--slots", neg=("--no-slots",), env="LLAMA_ARG_ENDPOINT_SLOTS", help="serve /slots")
     ui: bool = arg(
-        False,
+        True,
         "--ui",
         "--webui",
         neg=("--no-ui", "--no-webui"),
         env="LLAMA_ARG_UI",
-        supported="this server has no web UI",
+        help="serve the chat page at / (--no-ui: / is a 404, as in llama-server)",
+    )
+    path: str | None = arg(
+        None, "--path", env="LLAMA_ARG_STATIC_PATH", help="serve the page's static files from this folder instead"
     )
     offline: bool = arg(False, "--offline", env="LLAMA_ARG_OFFLINE", help="never download (this server never does)")
     verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
@@ -327,6 +331,13 @@ class ServerSettings(BaseSettings):
         if any(b > a for a, b in zip(rates, rates[1:], strict=False)):
             raise ValueError("--spec-synth-rates: synthetic acceptance rates must be monotonically non-increasing")
         return self
+
+    @field_validator("path")
+    @classmethod
+    def _existing_folder(cls, value: str | None) -> str | None:
+        if value is not None and not (Path(value) / "index.html").is_file():
+            raise ValueError(f"--path {value}: expected a folder with an index.html")
+        return value
 
     @field_validator("lora_scaled")
     @classmethod

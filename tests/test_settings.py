@@ -76,7 +76,6 @@ def test_environment_variables_fill_in_what_flags_leave(monkeypatch):
     [
         (["--spec-synth-len", "2"], "--spec-synth-len"),
         (["--hf-repo", "a/b"], "--hf-repo"),
-        (["--ui"], "--webui"),
         (["-nocb"], "cont-batching"),
     ],
 )
@@ -88,6 +87,9 @@ def test_flags_we_cannot_honour_are_errors_that_name_them(argv, flag):
 def test_bad_values_name_the_flag():
     with pytest.raises(SystemExit, match="--flash-attn"):
         parse("-fa", "sometimes")
+    with pytest.raises(SystemExit, match="--path"):
+        parse("--path", "/no/such/folder")
+    assert parse().ui and not parse("--no-ui").ui and not parse("--no-webui").ui  # the page is on by default
     assert parse("--cache-ram", "0").cache_ram == 0 and parse().cache_ram == 8192  # llama-server's default
 
 

@@ -9,7 +9,7 @@ from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 
 from ..queue import TaskType
 from ..server.params import LoraScale
@@ -17,12 +17,17 @@ from .app_state import AppState, json_body, json_value
 from .errors import ApiError
 from .protocol import ChatRequest, chat_to_llama
 
+WEBUI = Path(__file__).resolve().parent.parent / "webui"  # the chat page, shipped in the package
+
 _SLOT_TASKS = {"save": TaskType.SLOT_SAVE, "restore": TaskType.SLOT_RESTORE, "erase": TaskType.SLOT_ERASE}
 
 
 async def index(request: Request) -> Response:
-    # llama-server serves its web UI here; this server has none, so it says what it is
-    return PlainTextResponse("pyllama-yield: a llama-server compatible API (no web UI). See /v1/models, /props.\n")
+    """The chat page (``webui/index.html``, or ``--path``'s); with ``--no-ui``, a 404 as llama-server."""
+    settings = request.app.state.pyllama.settings
+    if not settings.ui:
+        raise ApiError("the web UI is off (--no-ui)", 404, "not_found_error")
+    return FileResponse(Path(settings.path or WEBUI) / "index.html", headers={"Cache-Control": "no-cache"})
 
 
 def props_json(state: AppState) -> dict[str, Any]:
@@ -41,7 +46,7 @@ def props_json(state: AppState) -> dict[str, Any]:
         "endpoint_slots": settings.slots,
         "endpoint_props": settings.props,
         "endpoint_metrics": settings.metrics,
-        "ui": False,
+        "ui": settings.ui,
         "chat_template": info["chat_template"],
         "bos_token": engine.token_text(engine.vocab.bos),
         "eos_token": engine.token_text(engine.vocab.eos),

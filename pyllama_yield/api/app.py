@@ -13,7 +13,8 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from ..server import Engine
 from ..settings import ServerSettings
@@ -118,7 +119,7 @@ def build_app(
     request gets 503 "Loading model", as llama-server answers while it loads)."""
     settings = settings or ServerSettings()
     state = AppState(settings, poll_interval_s)
-    routes = [
+    routes: list[BaseRoute] = [
         Route(path, _endpoint(fn, public, (path, methods[0]) not in STAY_ASLEEP), methods=methods)
         for path, fn, methods, public in ROUTES
     ]
@@ -127,6 +128,8 @@ def build_app(
         routes.append(Route(gcp.predict_route(), _endpoint(gcp.make_predict(posts)), methods=["POST"]))
         if health := gcp.health_route():
             routes.append(Route(health, _endpoint(native.health, True, False), methods=["GET"]))
+    if settings.ui:  # the page's other files, public as in llama-server (the API key guards the API)
+        routes.append(Mount("/", StaticFiles(directory=settings.path or admin.WEBUI), name="webui"))
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_origins, is_ready=lambda: state.ready)]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.pyllama = state

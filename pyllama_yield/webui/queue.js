@@ -1,0 +1,88 @@
+// The queue, live: every slot (idle / prompt / generating, tokens so far, speed) and the server's
+// throughput and queue depth, from /slots and /metrics once a second. It keeps refreshing while
+// the model decodes: the server answers these from the queue without waiting for the decode.
+// Hidden when the server has neither route (--no-slots and no --metrics answer 501).
+
+import { getJson, getText, parseMetrics } from "./api.js";
+
+export class QueuePanel {
+  constructor(root, apiKey) {
+    this.root = root;
+    this.apiKey = apiKey;
+    this.previous = new Map(); // slot id -> {n_decoded, t}
+    this.refreshes = 0;
+    this.slotsOff = false;
+    this.metricsOff = false;
+  }
+
+  start() {
+    this.tick();
+    this.timer = setInterval(() => this.tick(), 1000);
+  }
+
+  async tick() {
+    const [slots, metrics] = await Promise.all([this.slots(), this.metrics()]);
+    if (this.slotsOff && this.metricsOff) {
+      this.root.hidden = true;
+      this.root.dataset.state = "off";
+      clearInterval(this.timer);
+      return;
+    }
+    this.root.hidden = false;
+    this.root.dataset.state = "on";
+    if (slots) this.showSlots(slots);
+    if (metrics) this.showMetrics(metrics);
+    this.refreshes += 1;
+    const stamp = this.root.querySelector("#queue-updated");
+    stamp.textContent = `updated ${new Date().toLocaleTimeString()} (#${this.refreshes})`;
+    stamp.dataset.refreshes = String(this.refreshes);
+  }
+
+  async slots() {
+    if (this.slotsOff) return null;
+    try {
+      return await getJson("/slots", this.apiKey());
+    } catch (e) {
+      if (e.status === 501 || e.status === 404) this.slotsOff = true;
+      return null;
+    }
+  }
+
+  async metrics() {
+    if (this.metricsOff) return null;
+    try {
+      return parseMetrics(await getText("/metrics", this.apiKey()));
+    } catch (e) {
+      if (e.status === 501 || e.status === 404) this.metricsOff = true;
+      return null;
+    }
+  }
+
+  showSlots(slots) {
+    const now = performance.now();
+    const rows = slots.map((s) => {
+      const state = s.state ?? (s.is_processing ? "busy" : "idle");
+      const before = this.previous.get(s.id);
+      let speed = "";
+      if (before && s.n_decoded > before.n_decoded) {
+        speed = (((s.n_decoded - before.n_decoded) * 1000) / (now - before.t)).toFixed(1);
+      }
+      this.previous.set(s.id, { n_decoded: s.n_decoded ?? 0, t: now });
+      const tr = document.createElement("tr");
+      tr.className = state;
+      for (const text of [s.id, state, s.n_decoded ?? 0, speed]) {
+        tr.append(Object.assign(document.createElement("td"), { textContent: String(text) }));
+      }
+      return tr;
+    });
+    this.root.querySelector("#slots").replaceChildren(...rows);
+  }
+
+  showMetrics(m) {
+    const parts = [];
+    if ("llamacpp:predicted_tokens_seconds" in m) parts.push(`${m["llamacpp:predicted_tokens_seconds"].toFixed(1)} tok/s`);
+    if ("llamacpp:requests_processing" in m) parts.push(`${m["llamacpp:requests_processing"]} processing`);
+    if ("llamacpp:requests_deferred" in m) parts.push(`${m["llamacpp:requests_deferred"]} waiting`);
+    this.root.querySelector("#throughput").textContent = parts.join(" · ");
+  }
+}
