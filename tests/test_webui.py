@@ -184,7 +184,8 @@ def test_conversations_new_rename_delete_and_export(page: Any) -> None:
 def test_api_key_guards_the_api_not_the_page_and_the_page_asks_for_it(browser: Any, tiny_model_path: Path) -> None:
     proc, base = start_server(tiny_model_path, "--api-key", API_KEY, "--threads", "1", "-c", "1024")
     try:
-        assert httpx.get(base).status_code == 200 and httpx.get(f"{base}/app.js").status_code == 200
+        for path in ("/", "/app.js", "/sw.js", "/manifest.webmanifest", "/_app/version.json"):  # as llama-server's
+            assert httpx.get(f"{base}{path}").status_code == 200, path
         assert httpx.get(f"{base}/props").status_code == 401
         context, page = open_page(browser, base)
         page.wait_for_function("document.querySelector('#model-name').textContent.includes('API key')")

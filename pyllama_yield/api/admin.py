@@ -11,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
+from .. import __version__
 from ..queue import TaskType
 from ..server.params import LoraScale
 from .app_state import AppState, json_body, json_value
@@ -28,6 +29,13 @@ async def index(request: Request) -> Response:
     if not settings.ui:
         raise ApiError("the web UI is off (--no-ui)", 404, "not_found_error")
     return FileResponse(Path(settings.path or WEBUI) / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def ui_version(request: Request) -> Response:
+    """``/_app/version.json``, where llama-server's page (SvelteKit) says which build it is."""
+    if not request.app.state.pyllama.settings.ui:
+        raise ApiError("the web UI is off (--no-ui)", 404, "not_found_error")
+    return JSONResponse({"version": __version__})
 
 
 def props_json(state: AppState) -> dict[str, Any]:

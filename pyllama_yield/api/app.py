@@ -67,12 +67,13 @@ def _gated(fn: Handler, enabled: Callable[[ServerSettings], bool], flag: str, wh
 
 # what a sleeping server answers without waking up (as llama-server): the rest wakes it first
 STAY_ASLEEP = {("/", "GET"), ("/health", "GET"), ("/v1/health", "GET"), ("/metrics", "GET"), ("/props", "GET")}
-STAY_ASLEEP |= {("/models", "GET"), ("/v1/models", "GET"), ("/openapi.json", "GET")}
+STAY_ASLEEP |= {("/models", "GET"), ("/v1/models", "GET"), ("/openapi.json", "GET"), ("/_app/version.json", "GET")}
 
 # path, handler, methods, public (no API key needed)
 ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/", admin.index, ["GET"], True),
     ("/openapi.json", openapi.openapi_json, ["GET"], True),
+    ("/_app/version.json", admin.ui_version, ["GET"], True),
     ("/health", native.health, ["GET"], True),
     ("/props", admin.get_props, ["GET"], False),
     ("/props", admin.post_props, ["POST"], False),

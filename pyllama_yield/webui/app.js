@@ -242,6 +242,7 @@ async function showModel() {
   }
 }
 
+if ("serviceWorker" in navigator && window.isSecureContext) navigator.serviceWorker.register("sw.js").catch(() => {});
 applyTheme();
 wire();
 renderAll();
