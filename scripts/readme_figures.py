@@ -88,9 +88,32 @@ def bench_serving(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def bench_webui(result: dict[str, Any]) -> str:
+    flags, page = result["flags"], result["answer_through_page"]
+    lines = [
+        f"One streamed `/completion` of {flags['n_predict']} tokens, `serve {flags['server']}`, the chat page "
+        f"closed or open in headless Chromium, in turns ({_source(result, 'bench_webui')}):",
+        "",
+        "| round | page | tok/s | panel refreshes during the load |",
+        "|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        lines.append(f"| {row['round']} | {row['page']} | {row['tok_s']:.1f} | {row.get('panel_refreshes', '')} |")
+    med = result["median_tok_s"]
+    lines += [
+        "",
+        f"Median {med['open']:.1f} tok/s open vs {med['closed']:.1f} closed: "
+        f"ratio **{result['ratio_open_closed']:.3f}**. "
+        f"An answer of {page['tokens']} tokens streamed through the page took {page['requests']} requests: "
+        f"{page['chat_requests']} chat request and {page['poll_requests']} polls of the queue panel.",
+    ]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench_llama_api": bench_llama_api,
     "bench_serving": bench_serving,
+    "bench_webui": bench_webui,
 }
 
 
