@@ -162,6 +162,22 @@ def test_model_output_is_sanitised_markdown_with_highlighted_code(page: Any) -> 
     assert page.locator(".message.assistant pre button.copy").count() == 1
 
 
+def test_edit_resends_from_that_message_and_shift_enter_is_a_new_line(page: Any) -> None:
+    set_settings(page, max_tokens=4)
+    page.fill("#input", "line one")
+    page.press("#input", "Shift+Enter")
+    page.type("#input", "line two")
+    assert page.input_value("#input") == "line one\nline two" and page.locator(".message").count() == 0
+    page.press("#input", "Enter")
+    page.wait_for_selector(".message.assistant .speed")
+    page.once("dialog", lambda d: d.accept("edited"))
+    page.click(".message.user button:text('edit')")
+    page.wait_for_function("document.querySelector('.message.user .content')?.textContent === 'edited'")
+    page.wait_for_selector(".message.assistant .speed")
+    assert page.locator(".message").count() == 2  # the old answer went with the old message
+    assert page.errors == []
+
+
 def test_conversations_new_rename_delete_and_export(page: Any) -> None:
     set_settings(page, max_tokens=4)
     send(page, "first")
