@@ -3,6 +3,7 @@ a served tiny model. Needs ``apt-get install chromium`` (Playwright's own downlo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -197,13 +198,24 @@ def test_conversations_new_rename_delete_and_export(page: Any) -> None:
     assert page.errors == []
 
 
-def test_api_key_guards_the_api_not_the_page_and_the_page_asks_for_it(browser: Any, tiny_model_path: Path) -> None:
-    proc, base = start_server(tiny_model_path, "--api-key", API_KEY, "--threads", "1", "-c", "1024")
+@contextlib.contextmanager
+def page_on_own_server(browser: Any, model: Path, name: str, *flags: str) -> Iterator[tuple[str, Any]]:
+    """A server with ``flags`` and a page on it; the page's screenshot is kept as ``name``."""
+    proc, base = start_server(model, "--threads", "1", "-c", "1024", *flags)
     try:
+        context, page = open_page(browser, base)
+        yield base, page
+        screenshot(page, name)
+        context.close()
+    finally:
+        stop_server(proc)
+
+
+def test_api_key_guards_the_api_not_the_page_and_the_page_asks_for_it(browser: Any, tiny_model_path: Path) -> None:
+    with page_on_own_server(browser, tiny_model_path, "test_api_key_prompt", "--api-key", API_KEY) as (base, page):
         for path in ("/", "/app.js", "/sw.js", "/manifest.webmanifest", "/_app/version.json"):  # as llama-server's
             assert httpx.get(f"{base}{path}").status_code == 200, path
         assert httpx.get(f"{base}/props").status_code == 401
-        context, page = open_page(browser, base)
         page.wait_for_function("document.querySelector('#model-name').textContent.includes('API key')")
         page.once("dialog", lambda d: d.accept(API_KEY))
         send(page, "hi")
@@ -211,23 +223,13 @@ def test_api_key_guards_the_api_not_the_page_and_the_page_asks_for_it(browser: A
         set_settings(page, max_tokens=3)
         send(page, "hi again")
         page.wait_for_selector(".message.assistant .speed")
-        screenshot(page, "test_api_key_prompt")
-        context.close()
-    finally:
-        stop_server(proc)
 
 
 def test_the_queue_panel_hides_when_the_server_has_neither_route(browser: Any, tiny_model_path: Path) -> None:
-    proc, base = start_server(tiny_model_path, "--no-slots", "--threads", "1", "-c", "1024")
-    try:
-        context, page = open_page(browser, base)
+    with page_on_own_server(browser, tiny_model_path, "test_queue_panel_hidden", "--no-slots") as (_, page):
         page.wait_for_function("document.querySelector('#model-name').textContent.endsWith('.gguf')")
         page.wait_for_selector("#queue[data-state=off]", state="attached")  # it asked both routes
         assert page.is_hidden("#queue")
-        screenshot(page, "test_queue_panel_hidden")
-        context.close()
-    finally:
-        stop_server(proc)
 
 
 def test_no_ui_is_a_404_and_path_serves_another_folder(tiny_model_path: Path, tmp_path: Path) -> None:
