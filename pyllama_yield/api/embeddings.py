@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from .app_state import AppState, json_body
 from .errors import ApiError
-from .schemas import RerankRequest, parse
+from .schemas import EmbeddingRequest, RerankRequest, parse
 
 
 async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any], list[dict[str, Any]], bool]:
@@ -22,21 +22,16 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
             "This server does not support embeddings. Start it with `--embeddings`", 501, "not_supported_error"
         )
     body = await json_body(request)
+    req = parse(EmbeddingRequest, body)
     if "input" in body:
-        inputs = body["input"]
+        inputs = req.input
     elif "content" in body:
-        inputs, oai = body["content"], False  # "content" is llama-server's field, answered in its shape
+        inputs, oai = req.content, False  # "content" is llama-server's field, answered in its shape
     else:
         raise ApiError('"input" or "content" must be provided')
     if oai and state.engine.pooling == "none":
         raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
-    fmt = body.get("encoding_format", "float")
-    if fmt not in ("float", "base64"):
-        raise ApiError("The format to return the embeddings in. Can be either float or base64")
-    norm = body.get("embd_normalize", 2)
-    if isinstance(norm, bool) or not isinstance(norm, int):
-        raise ApiError("embd_normalize must be an integer")
-    tasks = await state.bridge.build(state.engine.make_embedding_tasks, inputs, norm)
+    tasks = await state.bridge.build(state.engine.make_embedding_tasks, inputs, req.embd_normalize)
     results = await state.bridge.run_to_end(request, tasks)
     return state, body, results, oai
 
