@@ -25,17 +25,21 @@ _SLOT_TASKS = {"save": TaskType.SLOT_SAVE, "restore": TaskType.SLOT_RESTORE, "er
 
 async def index(request: Request) -> Response:
     """The chat page (``webui/index.html``, or ``--path``'s); with ``--no-ui``, a 404 as llama-server."""
-    settings = request.app.state.pyllama.settings
-    if not settings.ui:
-        raise ApiError("the web UI is off (--no-ui)", 404, "not_found_error")
-    return FileResponse(Path(settings.path or WEBUI) / "index.html", headers={"Cache-Control": "no-cache"})
+    return FileResponse(ui_folder(request) / "index.html", headers={"Cache-Control": "no-cache"})
 
 
 async def ui_version(request: Request) -> Response:
     """``/_app/version.json``, where llama-server's page (SvelteKit) says which build it is."""
-    if not request.app.state.pyllama.settings.ui:
-        raise ApiError("the web UI is off (--no-ui)", 404, "not_found_error")
+    ui_folder(request)
     return JSONResponse({"version": __version__})
+
+
+def ui_folder(request: Request) -> Path:
+    """The page's folder (``--path``, else the package's); a 404 with ``--no-ui``."""
+    settings = request.app.state.pyllama.settings
+    if not settings.ui:
+        raise ApiError("the web UI is off (--no-ui)", 404, "not_found_error")
+    return Path(settings.path or WEBUI)
 
 
 def props_json(state: AppState) -> dict[str, Any]:
