@@ -137,7 +137,7 @@ def build_app(
     described = [(path, methods[0], public) for path, _, methods, public in ROUTES]
     if gcp.enabled():
         described.append((gcp.predict_route(), "POST", False))
-    app.state.pyllama_openapi = openapi.openapi_document(described)
+    app.state.pyllama_routes = tuple(described)  # what /openapi.json describes
     if engine is not None:
         state.attach(engine)
     return app

@@ -5,6 +5,7 @@ so clients can generate code and tools can validate against it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,9 +50,7 @@ def _operation(path: str, method: str, public: bool, body: dict[str, Any] | None
         op["security"] = [{"apiKey": []}, {}]  # only when the server has --api-key
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
-    params = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "integer"}} for name in _path_params(path)
-    ]
+    params = [{"name": p, "in": "path", "required": True, "schema": {"type": "integer"}} for p in _path_params(path)]
     if path == "/slots/{id_slot}":
         params.append(
             {"name": "action", "in": "query", "required": True, "schema": {"enum": ["save", "restore", "erase"]}}
@@ -65,10 +64,14 @@ def _path_params(path: str) -> list[str]:
     return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
 
 
-def openapi_document(routes: Iterable[tuple[str, str, bool]], version: str = __version__) -> dict[str, Any]:
+def openapi_document(routes: Iterable[tuple[str, str, bool]]) -> dict[str, Any]:
     """The description of ``routes`` (path, method, public): every POST route with its request
-    model, every model once under ``components.schemas``."""
-    routes = list(routes)
+    model, every model once under ``components.schemas``. Do not modify the answer: it is shared."""
+    return _document(tuple(routes))
+
+
+@functools.cache
+def _document(routes: tuple[tuple[str, str, bool], ...]) -> dict[str, Any]:
     models: list[type[BaseModel]] = sorted(set(REQUEST_MODELS.values()), key=lambda m: m.__name__)
     refs, defs = models_json_schema([(m, "validation") for m in models], ref_template=REF)
     schemas: dict[str, Any] = {**defs.get("$defs", {}), "Error": ERROR_SCHEMA}
@@ -81,7 +84,7 @@ def openapi_document(routes: Iterable[tuple[str, str, bool]], version: str = __v
         "openapi": "3.1.0",
         "info": {
             "title": "pyllama-yield",
-            "version": version,
+            "version": __version__,
             "description": "llama-server's HTTP API (its native, OpenAI, Anthropic and Responses routes)",
         },
         "paths": paths,
@@ -93,4 +96,6 @@ def openapi_document(routes: Iterable[tuple[str, str, bool]], version: str = __v
 
 
 async def openapi_json(request: Request) -> Response:
-    return JSONResponse(request.app.state.pyllama_openapi)
+    """Built on the first request for it (every model's schema takes tens of milliseconds, which
+    start-up need not pay), then kept (``openapi_document`` is cached by its routes)."""
+    return JSONResponse(openapi_document(request.app.state.pyllama_routes))
