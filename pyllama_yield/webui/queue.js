@@ -11,8 +11,7 @@ export class QueuePanel {
     this.apiKey = apiKey;
     this.previous = new Map(); // slot id -> {n_decoded, t}
     this.refreshes = 0;
-    this.slotsOff = false;
-    this.metricsOff = false;
+    this.off = { slots: false, metrics: false }; // a route the server does not serve (501/404)
   }
 
   start() {
@@ -21,8 +20,11 @@ export class QueuePanel {
   }
 
   async tick() {
-    const [slots, metrics] = await Promise.all([this.slots(), this.metrics()]);
-    if (this.slotsOff && this.metricsOff) {
+    const [slots, metrics] = await Promise.all([
+      this.poll("slots", () => getJson("/slots", this.apiKey())),
+      this.poll("metrics", async () => parseMetrics(await getText("/metrics", this.apiKey()))),
+    ]);
+    if (this.off.slots && this.off.metrics) {
       this.root.hidden = true;
       this.root.dataset.state = "off";
       clearInterval(this.timer);
@@ -38,22 +40,13 @@ export class QueuePanel {
     stamp.dataset.refreshes = String(this.refreshes);
   }
 
-  async slots() {
-    if (this.slotsOff) return null;
+  // One route's answer; null when it failed (a 501 or 404 turns the route off for good).
+  async poll(route, get) {
+    if (this.off[route]) return null;
     try {
-      return await getJson("/slots", this.apiKey());
+      return await get();
     } catch (e) {
-      if (e.status === 501 || e.status === 404) this.slotsOff = true;
-      return null;
-    }
-  }
-
-  async metrics() {
-    if (this.metricsOff) return null;
-    try {
-      return parseMetrics(await getText("/metrics", this.apiKey()));
-    } catch (e) {
-      if (e.status === 501 || e.status === 404) this.metricsOff = true;
+      if (e.status === 501 || e.status === 404) this.off[route] = true;
       return null;
     }
   }
