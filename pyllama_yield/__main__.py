@@ -1,9 +1,11 @@
-"""Command line: ``python -m pyllama_yield serve|generate|info``."""
+"""Command line: ``python -m pyllama_yield serve|generate|info|rpc-server``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import signal
 import sys
 import tempfile
@@ -15,6 +17,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     import pyllama_yield
     from pyllama_yield.backends import backends, build_info, system_info
 
+    if args.rpc:  # their devices join the list
+        from pyllama_yield import rpc
+
+        try:
+            rpc.connect(args.rpc.split(","))
+        except (OSError, ValueError, RuntimeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     build, regs, system = build_info(), backends(), system_info()
     if args.json:
         info = {
@@ -76,13 +86,6 @@ def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSet
 
 def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
     from pyllama_yield.server import Engine
-
-    if settings.rpc:
-        from pyllama_yield.backends import add_rpc_server
-
-        for endpoint in settings.rpc.split(","):
-            devices = add_rpc_server(endpoint)
-            print(f"rpc-server {endpoint}: {', '.join(d.name for d in devices)}", file=sys.stderr)
 
     path = _model_path(settings, stack)
     from pyllama_yield.cli import engine_config
@@ -185,6 +188,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if failure:
         print(f"error: {failure[0]}", file=sys.stderr)
         return 1
+    if state.engine is not None and state.engine.failure is not None:
+        # a thread is parked inside llama.cpp for good: skip the exit-time cleanup that would join it
+        print(f"error: {state.engine.failure}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
     left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     print(f"shut down: {'threads left: ' + ', '.join(left) if left else 'no thread left'}", file=sys.stderr)
     return 1 if left else 0
@@ -227,11 +236,47 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rpc_server(args: argparse.Namespace) -> int:
+    from pyllama_yield import rpc
+
+    if args.host != "127.0.0.1":  # llama.cpp's rpc-server warns the same way
+        print(
+            f"WARNING: host {args.host!r} is not 127.0.0.1. Never expose the RPC server to an open network:\n"
+            "         it has no authentication and no encryption (private networks only).",
+            file=sys.stderr,
+        )
+    try:
+        devices = rpc.server_devices([d for d in re.split(r"[,/]+", args.device or "") if d])
+        if not devices:
+            print("error: no device to lend", file=sys.stderr)
+            return 1
+        cache = None
+        if args.cache:
+            cache = rpc.default_cache_dir()
+            cache.mkdir(parents=True, exist_ok=True)
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a text stream here
+        rpc.serve(args.host, args.port, args.threads, devices, cache)
+    except KeyboardInterrupt:
+        return 0
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyllama_yield", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_info = sub.add_parser("info", help="version, llama.cpp build, backends, devices, system info")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
+    p_info.add_argument("--rpc", help="also list the devices of these rpc-servers (host:port,...)")
     p_info.set_defaults(func=cmd_info)
 
     from pyllama_yield.cli import add_settings_arguments
@@ -247,6 +292,20 @@ def main(argv: list[str] | None = None) -> int:
     add_settings_arguments(p_gen)
     p_gen.add_argument("-p", "--prompt", default="Once upon a time")
     p_gen.set_defaults(func=cmd_generate)
+
+    p_rpc = sub.add_parser(
+        "rpc-server",
+        help="lend this machine's devices to other machines' serve --rpc (llama.cpp's rpc-server)",
+        allow_abbrev=False,
+    )
+    p_rpc.add_argument("-H", "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    p_rpc.add_argument("-p", "--port", type=int, default=50052, help="port to listen on (default: %(default)s)")
+    p_rpc.add_argument(
+        "-t", "--threads", type=_positive, default=max(1, (os.cpu_count() or 2) // 2), help="CPU device threads"
+    )
+    p_rpc.add_argument("-d", "--device", help="comma-separated devices to lend (default: the GPUs, else the CPU)")
+    p_rpc.add_argument("-c", "--cache", action="store_true", help="keep received tensors in a local file cache")
+    p_rpc.set_defaults(func=cmd_rpc_server)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 # The modules are imported by absolute name: ``from . import <submodule>`` inside the import cycle through
@@ -81,6 +82,43 @@ def take_recent_problems() -> list[str]:
         lines = list(_recent_problems)
         _recent_problems.clear()
     return lines
+
+
+# --- ggml aborts while an engine serves (pyllama_abort_hold in the generated module) -----------
+_fatal_listeners: list[Callable[[str], None]] = []
+_fatal_lock = threading.Lock()
+
+
+@ffi.def_extern()
+def _pyllama_fatal_callback(message) -> None:  # noqa: ANN001 - cffi char*
+    text = ffi.string(message).decode("utf-8", "replace").strip()
+    logger.critical("llama.cpp aborted: %s", text)
+    with _fatal_lock:
+        listeners = list(_fatal_listeners)
+    for listener in listeners:
+        try:
+            listener(text)
+        except Exception:  # one listener's fault must not keep the others uninformed
+            logger.exception("abort listener failed")
+
+
+def hold_on_abort(listener: Callable[[str], None]) -> Callable[[], None]:
+    """Until the returned function is called, a ggml abort (``GGML_ABORT``/``GGML_ASSERT``, on any
+    thread) calls ``listener(message)`` and then parks the aborting thread for good, instead of
+    ending the process: an engine whose rpc-server died can still tell its callers why. The
+    threads that wait on the parked one stay stuck: the engine is done, only its callers go on."""
+
+    def release() -> None:
+        with _fatal_lock:
+            if listener in _fatal_listeners:
+                _fatal_listeners.remove(listener)
+            if not _fatal_listeners:
+                lib.ggml_set_abort_callback(ffi.NULL)
+
+    with _fatal_lock:
+        _fatal_listeners.append(listener)
+        lib.ggml_set_abort_callback(lib.pyllama_abort_hold)
+    return release
 
 
 _init_lock = threading.Lock()

@@ -76,23 +76,3 @@ def build_info() -> dict[str, object]:
         "supports_mmap": bool(lib.llama_supports_mmap()),
         "supports_rpc": bool(lib.llama_supports_rpc()),
     }
-
-
-def add_rpc_server(endpoint: str) -> list[Device]:
-    """Register a remote llama.cpp ``rpc-server`` (``host:port``); its devices join the device list.
-
-    Needs a build with llama.cpp's RPC backend (``CMAKE_ARGS="-DGGML_RPC=on" pip install .``).
-    Models loaded afterwards may offload layers to it (``n_gpu_layers``).
-    """
-    reg = lib.ggml_backend_reg_by_name(b"RPC")
-    if reg == ffi.NULL:
-        raise RuntimeError('this build has no RPC backend; rebuild with CMAKE_ARGS="-DGGML_RPC=on" pip install .')
-    addr = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_rpc_add_server")
-    if addr == ffi.NULL:
-        raise RuntimeError("the RPC backend does not export ggml_backend_rpc_add_server")
-    add_server = ffi.cast("ggml_backend_reg_t (*)(const char *)", addr)
-    remote = add_server(endpoint.encode())
-    if remote == ffi.NULL:
-        raise ConnectionError(f"could not reach rpc-server at {endpoint}")
-    lib.ggml_backend_register(remote)
-    return list(_reg_devices(remote))

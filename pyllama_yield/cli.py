@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import types
 import typing
 from typing import Any
@@ -98,6 +99,16 @@ def unknown_environment() -> list[str]:
     return sorted(k for k in os.environ if k.startswith("LLAMA_ARG_") and k not in known)
 
 
+def _proportions(spec: str | None) -> tuple[float, ...]:
+    """``--tensor-split 3,1`` (commas or slashes, as llama.cpp splits it)."""
+    if not spec:
+        return ()
+    try:
+        return tuple(float(x) for x in re.split(r"[,/]+", spec.strip(",/")))
+    except ValueError as exc:
+        raise ValueError(f"--tensor-split: {spec!r} is not a list of numbers") from exc
+
+
 def engine_config(settings: ServerSettings, model_path: str | None = None) -> EngineConfig:
     """The engine the flags describe (``model_path`` stands in for ``-m``, e.g. the demo model)."""
     path = model_path or settings.model
@@ -110,6 +121,8 @@ def engine_config(settings: ServerSettings, model_path: str | None = None) -> En
             use_mmap=settings.mmap,
             use_mlock=settings.mlock,
             name=settings.aliases[0] if settings.aliases else None,
+            rpc_servers=tuple(settings.rpc.split(",")) if settings.rpc else (),
+            tensor_split=_proportions(settings.tensor_split),
         ),
         context=ContextConfig(
             n_ctx=settings.ctx_size,

@@ -150,8 +150,11 @@ class Model(_Owner):
         use_mlock: bool = False,
         vocab_only: bool = False,
         devices: Sequence[str] | None = None,
+        tensor_split: Sequence[float] = (),
         progress: Callable[[float], object] | None = None,
     ) -> None:
+        """``tensor_split``: the share of the model each device takes, in device order (llama.cpp's
+        ``--tensor-split``; empty: by each device's free memory)."""
         self.path = Path(path)
         check_gguf_file(self.path)
         params = lib.llama_model_default_params()
@@ -174,6 +177,13 @@ class Model(_Owner):
                 devs[i] = dev
             params.devices = devs
             keep.append(devs)
+        if tensor_split:
+            n_max = lib.llama_max_devices()
+            if len(tensor_split) > n_max:
+                raise ValueError(f"tensor_split has {len(tensor_split)} entries; llama.cpp takes at most {n_max}")
+            split = ffi.new("float[]", [float(x) for x in tensor_split] + [0.0] * (n_max - len(tensor_split)))
+            params.tensor_split = split
+            keep.append(split)
         if progress is not None:
             handle = ffi.new_handle(progress)
             keep.append(handle)

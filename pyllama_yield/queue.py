@@ -390,13 +390,17 @@ class ServerResponse:
         self._listeners: dict[int, Callable[[], None]] = {}
         self._held: list[Result] | None = None  # sends held back by hold(), on one thread
         self._held_by: int | None = None
+        self._failure: Result | None = None  # set by fail(): what every task gets from then on
 
     def add_waiting_task_id(self, id_task: int) -> None:
         self.add_waiting_task_ids([id_task])
 
     def add_waiting_task_ids(self, ids: Iterable[int]) -> None:
         with self._cond:
+            ids = set(ids)
             self._waiting.update(ids)
+            if self._failure is not None:  # nothing will ever run them: they get the failure now
+                self._results.extend(_copy_for(i, self._failure) for i in ids)
 
     def remove_waiting_task_id(self, id_task: int) -> None:
         self.remove_waiting_task_ids([id_task])
@@ -526,11 +530,18 @@ class ServerResponse:
 
     def broadcast(self, result: Result) -> None:
         """A copy of ``result`` to every waiting id."""
+        self._broadcast(result, sticky=False)
+
+    def fail(self, result: Result) -> None:
+        """A copy of ``result`` (an error) to every waiting id, and to every id that waits from now
+        on: whatever runs the tasks is gone for good (e.g. an rpc-server died under a decode)."""
+        self._broadcast(result, sticky=True)
+
+    def _broadcast(self, result: Result, sticky: bool) -> None:
         with self._cond:
-            for id_task in self._waiting:
-                self._results.append(
-                    Result(id=id_task, payload=result.payload, is_error=result.is_error, is_final=result.is_final)
-                )
+            if sticky:
+                self._failure = result
+            self._results.extend(_copy_for(i, result) for i in self._waiting)
             self._cond.notify_all()
             wakes = set(self._listeners.values())
         for wake in wakes:
@@ -545,6 +556,10 @@ class ServerResponse:
             self._listeners.clear()
         for wake in wakes:
             wake()
+
+
+def _copy_for(id_task: int, result: Result) -> Result:
+    return Result(id=id_task, payload=result.payload, is_error=result.is_error, is_final=result.is_final)
 
 
 @dataclass

@@ -99,6 +99,13 @@ class ServerSettings(BaseSettings):
         True, "--warmup", neg=("--no-warmup",), help="decode BOS+EOS once at load, so the first request is not slower"
     )
     rpc: str | None = arg(None, "--rpc", env="LLAMA_ARG_RPC", help="comma-separated rpc-server host:port list")
+    tensor_split: str | None = arg(
+        None,
+        "-ts",
+        "--tensor-split",
+        env="LLAMA_ARG_TENSOR_SPLIT",
+        help="share of the model for each device, e.g. 3,1 (default: by free memory)",
+    )
     model_draft: str | None = arg(
         None,
         "-md",

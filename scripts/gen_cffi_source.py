@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Generate the cffi API-mode C source for ``pyllama_yield._llama_cffi`` from the vendored headers.
 
-The declarations are not typed by hand: ``include/llama.h`` (with the ggml headers it pulls in)
-is run through the C preprocessor with empty stand-ins for the libc headers, then reduced to what
+The declarations are not typed by hand: ``include/llama.h`` and ``ggml-rpc.h`` (with the ggml
+headers they pull in) are run through the C preprocessor with empty stand-ins for the libc headers, then reduced to what
 ``cffi.FFI.cdef`` accepts. The module is compiled in API mode against the real header, so the C
 compiler checks every struct layout and function signature we declare.
 
 Only functions that the linked shared libraries really export are declared: the headers mention
 a few that no library defines (e.g. ``ggml_threadpool_get_n_threads``), and declaring those would
-make the module fail at import with an undefined symbol.
+make the module fail at import with an undefined symbol. The same rule drops ggml-rpc.h's
+functions from a build without the RPC backend, or with it as a loadable module (GGML_BACKEND_DL):
+those are reached through ``ggml_backend_reg_get_proc_address``, as llama.cpp's rpc-server does.
 
 Used by CMakeLists.txt at build time:
     gen_cffi_source.py --cc CC --include DIR... --lib LIB... --out _llama_cffi.c
@@ -32,12 +34,27 @@ EXTRA_CDEF = """
 extern "Python" void _pyllama_log_callback(enum ggml_log_level, const char *, void *);
 extern "Python" bool _pyllama_progress_callback(float, void *);
 extern "Python" bool _pyllama_abort_callback(void *);
+extern "Python" void _pyllama_fatal_callback(const char *);
 bool pyllama_abort_on_flag(void * flag);
 void pyllama_log_discard(enum ggml_log_level, const char *, void *);
+void pyllama_abort_hold(const char * message);
+#define RPC_PROTO_MAJOR_VERSION ...
+#define RPC_PROTO_MINOR_VERSION ...
 """
+
+# The headers whose declarations the module binds (found in the --include folders).
+BOUND_HEADERS = ("llama.h", "ggml-rpc.h")
 
 EXTRA_SOURCE = """
 #include "llama.h"
+#include "ggml-rpc.h"
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <unistd.h>
+#endif
+
+static void _pyllama_fatal_callback(const char * message);
 
 /* An abort callback that only reads a flag: ggml calls the abort callback between graph nodes,
    so a Python callback there would take the GIL many times per decode. Other threads set the
@@ -50,17 +67,34 @@ static bool pyllama_abort_on_flag(void * flag) {
 static void pyllama_log_discard(enum ggml_log_level level, const char * text, void * user_data) {
     (void) level; (void) text; (void) user_data;
 }
+
+/* ggml's abort hook while a server runs (pyllama_yield._native.hold_on_abort). ggml_abort() calls
+   abort() once its hook returns, which would end the process and every client's connection when,
+   say, an rpc-server dies mid-decode. The server is told why, then this thread never returns:
+   the threads that wait on it stay stuck, the HTTP side goes on answering with the cause. */
+static void pyllama_abort_hold(const char * message) {
+    _pyllama_fatal_callback(message);
+    for (;;) {
+#ifdef _WIN32
+        Sleep(INFINITE);
+#else
+        pause();
+#endif
+    }
+}
 """
 
 
-def preprocess(cc: str, header: Path, include_dirs: list[Path]) -> str:
+def preprocess(cc: str, headers: tuple[str, ...], include_dirs: list[Path]) -> str:
     with tempfile.TemporaryDirectory() as fake:
         for name in LIBC_STANDINS:
             (Path(fake) / name).touch()
+        bound = Path(fake) / "bound.h"
+        bound.write_text("".join(f'#include "{h}"\n' for h in headers))
         cmd = [cc, "-E", "-P", "-nostdinc", f"-I{fake}"]
         cmd += [f"-I{d}" for d in include_dirs]
         # attributes and _Noreturn are meaningless to cffi
-        cmd += ["-D__attribute__(x)=", "-D_Noreturn=", str(header)]
+        cmd += ["-D__attribute__(x)=", "-D_Noreturn=", str(bound)]
         return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
@@ -130,8 +164,7 @@ def reduce_for_cffi(decls: list[str], exports: set[str]) -> tuple[list[str], lis
 
 
 def build_cdef(cc: str, include_dirs: list[Path], libs: list[Path]) -> tuple[str, list[str]]:
-    header = next(d / "llama.h" for d in include_dirs if (d / "llama.h").exists())
-    decls = split_declarations(preprocess(cc, header, include_dirs))
+    decls = split_declarations(preprocess(cc, BOUND_HEADERS, include_dirs))
     kept, missing = reduce_for_cffi(decls, exported_symbols(libs))
     return "\n".join(kept) + "\n" + EXTRA_CDEF, missing
 

@@ -143,12 +143,3 @@ def test_tokenizer_matches_llama_cpp_test_vectors(name: str):
             assert re.sub(r"\s", "", back) == re.sub(r"\s", "", text)
     finally:
         lib.llama_model_free(model)
-
-
-def test_rpc_request_without_the_rpc_backend_is_a_clear_error():
-    from pyllama_yield.backends import add_rpc_server
-
-    if lib.llama_supports_rpc():
-        pytest.skip("this build has the RPC backend")
-    with pytest.raises(RuntimeError, match="GGML_RPC"):
-        add_rpc_server("127.0.0.1:1")

@@ -131,7 +131,9 @@ def build_app(
             routes.append(Route(health, _endpoint(native.health, True, False), methods=["GET"]))
     if settings.ui:  # the page's other files, public as in llama-server (the API key guards the API)
         routes.append(Mount("/", StaticFiles(directory=settings.path or admin.WEBUI), name="webui"))
-    middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_origins, is_ready=lambda: state.ready)]
+    middleware = [
+        Middleware(ServerMiddleware, cors_origins=settings.cors_origins, unavailable=lambda: state.unavailable)
+    ]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.pyllama = state
     described = [(path, methods[0], public) for path, _, methods, public in ROUTES]

@@ -24,8 +24,12 @@ class AppState:
         self.bridge: Bridge = None  # type: ignore[assignment]
 
     @property
-    def ready(self) -> bool:
-        return self.engine is not None
+    def unavailable(self) -> str | None:
+        """Why every request gets a 503 now: the model is loading, or the engine stopped for good
+        (its rpc-server died, say); None while it serves."""
+        if self.engine is None:
+            return "Loading model"
+        return self.engine.failure
 
     def attach(self, engine: Engine) -> None:
         s = self.settings

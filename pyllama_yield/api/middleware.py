@@ -1,4 +1,5 @@
-"""Before any route: CORS (llama-server's rules) and "Loading model" (503) until the model is up.
+"""Before any route: CORS (llama-server's rules), and a 503 while no route can be served: "Loading
+model" until the model is up, or the reason the engine stopped for good.
 
 A pure ASGI middleware, so a streaming response passes through untouched.
 """
@@ -38,10 +39,11 @@ def allow_origin(origins: str, origin: str | None) -> str | None:
 
 
 class ServerMiddleware:
-    def __init__(self, app: ASGIApp, cors_origins: str, is_ready: Callable[[], bool]) -> None:
+    def __init__(self, app: ASGIApp, cors_origins: str, unavailable: Callable[[], str | None]) -> None:
+        """``unavailable()``: why no route can be served now (a 503 with that message), or None."""
         self.app = app
         self.cors_origins = cors_origins
-        self.is_ready = is_ready
+        self.unavailable = unavailable
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -59,8 +61,8 @@ class ServerMiddleware:
             ]
             await _reply(send, 200, b"", "text/html", extra)
             return
-        if not self.is_ready():
-            body = json.dumps({"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}})
+        if (why := self.unavailable()) is not None:
+            body = json.dumps({"error": {"message": why, "type": "unavailable_error", "code": 503}})
             await _reply(send, 503, body.encode(), "application/json; charset=utf-8", extra)
             return
 

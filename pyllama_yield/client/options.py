@@ -75,6 +75,8 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
         "n_gpu_layers": 999 if n_gpu < 0 else n_gpu,
         "use_mmap": kw.pop("use_mmap", True) and lora_path is None,
         "use_mlock": kw.pop("use_mlock", False),
+        "rpc_servers": tuple((kw.pop("rpc_servers", None) or "").split(",")),
+        "tensor_split": tuple(kw.pop("tensor_split", None) or ()),
         "embedding": kw.pop("embedding", False),
         "pooling": _POOLING.get(pooling, pooling) if isinstance(pooling, int) else pooling,
         "flash_attn": "auto" if flash is None else flash if isinstance(flash, str) else ("on" if flash else "off"),

@@ -35,6 +35,15 @@ class ModelConfig:
     use_mmap: bool = True
     use_mlock: bool = False
     name: str | None = None  # what the API calls it; the file name otherwise
+    rpc_servers: tuple[str, ...] = ()  # host:port of llama.cpp rpc-servers whose devices take layers
+    tensor_split: tuple[float, ...] = ()  # how much of the model each device takes (llama.cpp's -ts)
+
+    def __post_init__(self) -> None:
+        # tuples whatever sequence came in: the config stays hashable and frozen
+        object.__setattr__(self, "rpc_servers", tuple(e.strip() for e in self.rpc_servers if e.strip()))
+        object.__setattr__(self, "tensor_split", tuple(float(x) for x in self.tensor_split))
+        if any(x < 0 for x in self.tensor_split):
+            raise ValueError("tensor_split proportions must be >= 0")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import rpc
 from ..common import CommonSampler
 from ..llama import Batch, Context, Model
 from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
@@ -45,8 +46,15 @@ class ServerContext(BatchLoop):
         reports the model load (returning False aborts it)."""
         self.config = config
         m = config.model
+        if m.rpc_servers:  # checked before llama.cpp sees them: it aborts on one it cannot reach
+            rpc.connect(m.rpc_servers)
         self.model = Model(
-            m.path, n_gpu_layers=m.n_gpu_layers, progress=progress, use_mmap=m.use_mmap, use_mlock=m.use_mlock
+            m.path,
+            n_gpu_layers=m.n_gpu_layers,
+            progress=progress,
+            use_mmap=m.use_mmap,
+            use_mlock=m.use_mlock,
+            tensor_split=m.tensor_split,
         )
         try:
             self._load(config)
@@ -144,6 +152,12 @@ class ServerContext(BatchLoop):
         for slot in self.slots:
             slot.reset()
         self._free()
+
+    def abandon(self) -> None:
+        """Stop without joining the loop thread or freeing anything: after llama.cpp aborted, a
+        thread is parked inside it and the objects it uses must outlive the process."""
+        self.queue.terminate()
+        self.responses.terminate()
 
     def _free(self) -> None:
         """Close the llama.cpp objects that exist, dependents before the model (also after a

@@ -9,6 +9,7 @@ cancels (a reader that stops cancels its tasks), and reads snapshots; it never t
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 
-from .._native import lib
+from .._native import hold_on_abort, lib
 from ..common import json_schema_to_grammar
 from ..llama import LlamaError, Sampler
 from ..queue import ResponseReader, Result, Task, TaskType
@@ -27,10 +28,13 @@ from .context import ServerContext
 from .embedding import EmbeddingTask, rerank_prompt
 from .infill import fim_support_error, infill_prompt
 from .params import CompletionParams, resolve, validation_message
+from .results import error_payload
 from .sampling import GrammarError
 from .task import CompletionTask, tokenize_prompts
 
 __all__ = ["ContextOverflowError", "Engine"]
+
+log = logging.getLogger("pyllama_yield.server")
 
 
 class ContextOverflowError(ValueError):
@@ -63,6 +67,8 @@ class Engine:
         self.model_name = config.model.name or os.path.basename(config.model.path)
         self.n_predict_max, self.n_probs_max = config.limits.n_predict_max, config.limits.n_probs_max
         self.info = self.describe(config.model.path)
+        self.failure: str | None = None  # why the engine stopped for good (see _on_abort)
+        self._release_abort_hold: Callable[[], None] | None = None
 
     @classmethod
     def create(
@@ -74,12 +80,32 @@ class Engine:
     # --- lifecycle --------------------------------------------------------------------------
     def start(self) -> Engine:
         """Serve on a dedicated loop thread; returns once the loop runs."""
+        if self.config.model.rpc_servers:  # a dead rpc-server fails the requests, not the process
+            self._release_abort_hold = hold_on_abort(self._on_abort)
         self.core.start()
         return self
 
     def stop(self, timeout: float = 60) -> None:
-        """Stop the loop, wake every waiter, free llama.cpp objects."""
-        self.core.stop(timeout)
+        """Stop the loop, wake every waiter, free llama.cpp objects. An engine that failed
+        (:attr:`failure`) frees nothing: a thread of it is parked inside llama.cpp for good."""
+        try:
+            if self.failure is None:
+                self.core.stop(timeout)
+            else:
+                self.core.abandon()
+        finally:
+            if self._release_abort_hold is not None:
+                self._release_abort_hold()
+                self._release_abort_hold = None
+
+    def _on_abort(self, message: str) -> None:
+        """llama.cpp aborted on one of this engine's threads (e.g. an rpc-server died under a
+        decode): every request in flight, and every one from now on, fails with the cause."""
+        if self.failure is not None:
+            return
+        self.failure = f"the model can no longer run: llama.cpp aborted ({message})"
+        log.error("%s", self.failure)
+        self.responses.fail(Result(0, error_payload(self.failure, 503, "unavailable_error"), is_error=True))
 
     def __enter__(self) -> Engine:
         return self.start()
