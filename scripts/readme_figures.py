@@ -110,10 +110,35 @@ def bench_webui(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def bench_rpc(result: dict[str, Any]) -> str:
+    flags = result["flags"]
+    lines = [
+        f"One greedy `/completion` ({result['rows'][0]['prompt_tokens']} prompt tokens, {flags['n_predict']} "
+        f"generated) on a fresh `serve -t {flags['threads']}`: the model local, or its layers split over two "
+        f"rpc-servers (`-t {flags['threads']}` each) on the same {result['cpus']}-core machine, `-ngl 99 -ts 1,1`; "
+        f"the setups taking turns ({_source(result, 'bench_rpc')}):",
+        "",
+        "| setup | round | prompt tok/s | decode tok/s |",
+        "|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        lines.append(f"| {row['setup']} | {row['round']} | {row['prompt_tok_s']:.1f} | {row['decode_tok_s']:.1f} |")
+    for m in result["medians"]:
+        lines.append(f"| **{m['setup']}** | median | **{m['prompt_tok_s']:.1f}** | **{m['decode_tok_s']:.1f}** |")
+    ratios = "; ".join(
+        f"{name}: prompt **{r['prompt_tok_s']:.2f}**, decode **{r['decode_tok_s']:.2f}**"
+        for name, r in result["ratios_over_local"].items()
+    )
+    same = "the same" if result["same_greedy_output"] else "**not** the same"
+    lines += ["", f"Ratios to local: {ratios}. Greedy output: {same} in every round of every setup."]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench_llama_api": bench_llama_api,
     "bench_serving": bench_serving,
     "bench_webui": bench_webui,
+    "bench_rpc": bench_rpc,
 }
 
 
