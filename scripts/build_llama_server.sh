@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build llama.cpp's own llama-server and rpc-server from the pinned upstream, for side-by-side
-# benchmarks (scripts/bench_http.py --llama-server) and its rpc-server, the RPC benchmark's third setup (scripts/bench_rpc.py --llama-rpc-server).
+# benchmarks (scripts/bench_serving.py --llama-server, scripts/bench_rpc.py --llama-rpc-server).
 # vendor/llama.cpp is trimmed to what the package needs, so the whole pinned tree is fetched and
 # checked by scripts/vendor_llama_cpp.py --full-tree into build/ (nothing outside the clone).
 #   scripts/build_llama_server.sh [--sdist llama_cpp_python-0.3.36.tar.gz]
