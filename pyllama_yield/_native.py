@@ -132,6 +132,7 @@ def init() -> None:
         if _initialized:
             return
         lib.llama_log_set(lib._pyllama_log_callback, ffi.NULL)
+        lib.mtmd_helper_log_set(lib._pyllama_log_callback, ffi.NULL)  # mtmd (clip) logs on its own
         if _build_config.BACKEND_DL:
             lib.ggml_backend_load_all_from_path(str(PACKAGE_DIR).encode())
         lib.llama_backend_init()
@@ -143,6 +144,7 @@ def _shutdown() -> None:
     lib.llama_backend_free()
     # Destructors that run after the interpreter is gone must not call back into Python.
     lib.llama_log_set(lib.pyllama_log_discard, ffi.NULL)
+    lib.mtmd_helper_log_set(lib.pyllama_log_discard, ffi.NULL)
 
 
 init()

@@ -106,6 +106,26 @@ class ServerSettings(BaseSettings):
         env="LLAMA_ARG_TENSOR_SPLIT",
         help="share of the model for each device, e.g. 3,1 (default: by free memory)",
     )
+    mmproj: str | None = arg(
+        None, "-mm", "--mmproj", env="LLAMA_ARG_MMPROJ", help="multimodal projector file (images/audio in prompts)"
+    )
+    no_mmproj: bool = arg(False, "--no-mmproj", env="LLAMA_ARG_NO_MMPROJ", help="ignore --mmproj")
+    mmproj_offload: bool = arg(
+        True,
+        "--mmproj-offload",
+        neg=("--no-mmproj-offload",),
+        env="LLAMA_ARG_MMPROJ_OFFLOAD",
+        help="run the projector on the GPU",
+    )
+    media_path: str | None = arg(
+        None, "--media-path", env="LLAMA_ARG_MEDIA_PATH", help="folder that file:// media URLs may read from"
+    )
+    image_min_tokens: int = arg(
+        -1, "--image-min-tokens", env="LLAMA_ARG_IMAGE_MIN_TOKENS", help="min tokens per image (dynamic resolution)"
+    )
+    image_max_tokens: int = arg(
+        -1, "--image-max-tokens", env="LLAMA_ARG_IMAGE_MAX_TOKENS", help="max tokens per image (dynamic resolution)"
+    )
     model_draft: str | None = arg(
         None,
         "-md",
@@ -344,6 +364,13 @@ class ServerSettings(BaseSettings):
     def _existing_folder(cls, value: str | None) -> str | None:
         if value is not None and not (Path(value) / "index.html").is_file():
             raise ValueError(f"--path {value}: expected a folder with an index.html")
+        return value
+
+    @field_validator("media_path")
+    @classmethod
+    def _media_folder(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_dir():
+            raise ValueError(f"--media-path: not a directory: {value}")
         return value
 
     @field_validator("lora_scaled")

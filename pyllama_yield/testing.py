@@ -73,11 +73,12 @@ def make_tiny_model(
     seed: int = 0,
     dtype: str = "f32",
 ) -> Path:
-    """Write a random-weight ``llama`` GGUF model; the same arguments give the same file."""
+    """Write a random-weight GGUF model, ``llama`` or ``gemma3`` (its extra norms, tied output);
+    the same arguments give the same file."""
     import gguf
 
-    if arch != "llama":
-        raise ValueError(f"only arch='llama' is generated, got {arch!r}")
+    if arch not in ("llama", "gemma3"):
+        raise ValueError(f"arch must be 'llama' or 'gemma3', got {arch!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if n_embd % n_head or n_head % n_head_kv:
@@ -99,7 +100,8 @@ def make_tiny_model(
     writer.add_feed_forward_length(n_ff)
     writer.add_head_count(n_head)
     writer.add_head_count_kv(n_head_kv)
-    writer.add_rope_dimension_count(head_dim)
+    if arch == "llama":
+        writer.add_rope_dimension_count(head_dim)
     writer.add_layer_norm_rms_eps(1e-5)
     file_type = {
         "f32": gguf.LlamaFileType.ALL_F32,
@@ -120,8 +122,8 @@ def make_tiny_model(
         else:
             writer.add_tensor(name, data)
 
-    def norm(name: str) -> None:
-        writer.add_tensor(name, np.ones(n_embd, dtype=np.float32))
+    def norm(name: str, n: int = n_embd) -> None:
+        writer.add_tensor(name, np.ones(n, dtype=np.float32))
 
     weight("token_embd.weight", n_vocab, n_embd)
     for i in range(n_layer):
@@ -134,8 +136,14 @@ def make_tiny_model(
         weight(f"blk.{i}.ffn_gate.weight", n_ff, n_embd)
         weight(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
         weight(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
+        if arch == "gemma3":  # per-head q/k norms and a norm after attention and after the FFN
+            norm(f"blk.{i}.attn_q_norm.weight", head_dim)
+            norm(f"blk.{i}.attn_k_norm.weight", head_dim)
+            norm(f"blk.{i}.post_attention_norm.weight")
+            norm(f"blk.{i}.post_ffw_norm.weight")
     norm("output_norm.weight")
-    weight("output.weight", n_vocab, n_embd)
+    if arch == "llama":  # gemma3 ties its output to the token embeddings
+        weight("output.weight", n_vocab, n_embd)
 
     return _write_and_rename(writer, tmp, path)
 
@@ -183,6 +191,101 @@ def make_lora_adapter(
         writer.add_tensor(f"{t.name}.lora_a", a.astype(np.float32))
         writer.add_tensor(f"{t.name}.lora_b", b.astype(np.float32))
     return _write_and_rename(writer, tmp, path)
+
+
+# --- vision: a projector for images, and images ----------------------------------------------
+def make_tiny_mmproj(
+    path: str | os.PathLike[str],
+    *,
+    n_embd_text: int,
+    image_size: int = 32,
+    patch_size: int = 4,
+    merge: int = 2,
+    n_embd: int = 32,
+    n_ff: int = 48,
+    n_head: int = 2,
+    n_layer: int = 1,
+    seed: int = 0,
+) -> Path:
+    """Write a random-weight Gemma 3 vision projector (SigLIP encoder, average pooling, projection
+    to the text model's ``n_embd_text``), the layout llama.cpp's ``clip.cpp`` reads for
+    ``projector_type`` gemma3. An image becomes ``(image_size / patch_size / merge) ** 2`` tokens
+    (16 by default)."""
+    import gguf
+
+    if image_size % (patch_size * merge):
+        raise ValueError("image_size must divide by patch_size * merge")
+    if n_ff == n_embd:  # clip.cpp tells gemma3's up and down projections apart by their shapes
+        raise ValueError("n_ff must differ from n_embd")
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    writer = gguf.GGUFWriter(str(tmp), "clip")
+    writer.add_type("mmproj")
+    writer.add_name(f"pyllama-yield tiny gemma3 projector seed {seed}")
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_clip_has_vision_encoder(True)
+    writer.add_clip_projector_type("gemma3")
+    writer.add_vision_projection_dim(n_embd_text)
+    writer.add_vision_image_size(image_size)
+    writer.add_vision_patch_size(patch_size)
+    writer.add_vision_embedding_length(n_embd)
+    writer.add_vision_feed_forward_length(n_ff)
+    writer.add_vision_block_count(n_layer)
+    writer.add_vision_head_count(n_head)
+    writer.add_vision_attention_layernorm_eps(1e-6)
+    writer.add_vision_image_mean([0.5, 0.5, 0.5])
+    writer.add_vision_image_std([0.5, 0.5, 0.5])
+    writer.add_vision_use_gelu(True)
+    writer.add_vision_projector_scale_factor(merge)
+
+    def weight(name: str, *shape: int) -> None:
+        writer.add_tensor(name, (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32))
+
+    def const(name: str, n: int, value: float) -> None:
+        writer.add_tensor(name, np.full(n, value, dtype=np.float32))
+
+    weight("v.patch_embd.weight", n_embd, 3, patch_size, patch_size)
+    const("v.patch_embd.bias", n_embd, 0.0)
+    weight("v.position_embd.weight", (image_size // patch_size) ** 2, n_embd)
+    for i in range(n_layer):
+        p = f"v.blk.{i}."
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            weight(p + t + ".weight", n_embd, n_embd)
+            const(p + t + ".bias", n_embd, 0.0)
+        for t in ("ln1", "ln2"):
+            const(p + t + ".weight", n_embd, 1.0)
+            const(p + t + ".bias", n_embd, 0.0)
+        weight(p + "ffn_up.weight", n_ff, n_embd)
+        const(p + "ffn_up.bias", n_ff, 0.0)
+        weight(p + "ffn_down.weight", n_embd, n_ff)
+        const(p + "ffn_down.bias", n_embd, 0.0)
+    const("v.post_ln.weight", n_embd, 1.0)
+    const("v.post_ln.bias", n_embd, 0.0)
+    const("mm.soft_emb_norm.weight", n_embd, 1.0)
+    weight("mm.input_projection.weight", n_embd, n_embd_text)
+    return _write_and_rename(writer, tmp, path)
+
+
+def make_tiny_vision_model(directory: str | os.PathLike[str], *, seed: int = 0) -> tuple[Path, Path]:
+    """A tiny Gemma 3 text model and its vision projector in ``directory``: ``(model, mmproj)``,
+    files that llama.cpp's own llama-server also loads (``-m model --mmproj mmproj``)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    model = make_tiny_model(directory / "tiny-gemma3.gguf", arch="gemma3", n_embd=64, n_ff=128, seed=seed)
+    return model, make_tiny_mmproj(directory / "tiny-gemma3-mmproj.gguf", n_embd_text=64, seed=seed)
+
+
+def make_test_image(width: int = 20, height: int = 12, *, seed: int = 0, fmt: str = "PNG") -> bytes:
+    """Random RGB pixels encoded as ``fmt`` (PNG, JPEG, BMP, ...) by Pillow (the test extra)."""
+    import io
+
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels, "RGB").save(out, format=fmt)
+    return out.getvalue()
 
 
 # --- the real model of the opt-in test tier and of the benchmarks --------------------------------

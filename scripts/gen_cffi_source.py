@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Generate the cffi API-mode C source for ``pyllama_yield._llama_cffi`` from the vendored headers.
 
-The declarations are not typed by hand: ``include/llama.h`` and ``ggml-rpc.h`` (with the ggml
-headers they pull in) are run through the C preprocessor with empty stand-ins for the libc headers, then reduced to what
-``cffi.FFI.cdef`` accepts. The module is compiled in API mode against the real header, so the C
+The declarations are not typed by hand: ``include/llama.h``, ``ggml-rpc.h`` and mtmd's
+``mtmd.h``/``mtmd-helper.h`` (with the ggml headers they pull in) are run through the C
+preprocessor with empty stand-ins for the libc headers, then reduced to what
+``cffi.FFI.cdef`` accepts. The module is compiled in API mode against the real headers, so the C
 compiler checks every struct layout and function signature we declare.
 
 Only functions that the linked shared libraries really export are declared: the headers mention
@@ -43,11 +44,13 @@ void pyllama_abort_hold(const char * message);
 """
 
 # The headers whose declarations the module binds (found in the --include folders).
-BOUND_HEADERS = ("llama.h", "ggml-rpc.h")
+BOUND_HEADERS = ("llama.h", "ggml-rpc.h", "mtmd.h", "mtmd-helper.h")
 
 EXTRA_SOURCE = """
 #include "llama.h"
 #include "ggml-rpc.h"
+#include "mtmd.h"
+#include "mtmd-helper.h"
 #ifdef _WIN32
 #include <windows.h>
 #else

@@ -29,6 +29,13 @@ UPSTREAM_COMMIT = "0c1e57098"  # from llama-cpp-python's CHANGELOG for 0.3.36
 ROOT = Path(__file__).resolve().parent.parent
 DEST = ROOT / "vendor" / "llama.cpp"
 
+MTMD_FILES = [
+    "CMakeLists.txt",
+    *(f"{name}.cpp" for name in ("mtmd", "mtmd-audio", "mtmd-image", "mtmd-helper", "mtmd-helper-gen", "clip")),
+    *(f"{name}.h" for name in ("mtmd", "mtmd-internal", "mtmd-helper-common", "mtmd-helper", "mtmd-audio")),
+    *(f"{name}.h" for name in ("mtmd-image", "clip", "clip-impl", "clip-model", "clip-graph")),
+]
+
 # Paths (relative to llama.cpp's root) that are copied whole.
 KEEP = [
     "CMakeLists.txt",
@@ -50,6 +57,11 @@ KEEP = [
     "common",
     # real chat templates (Qwen, Llama 3.x, Hermes, Mistral, Functionary, ...): the tool-call tests
     "models/templates",
+    # llama.cpp's multimodal library (images and audio into a text model), built as libmtmd:
+    # its sources, the per-model encoder graphs and the one debug header mtmd.cpp includes.
+    *[f"tools/mtmd/{f}" for f in MTMD_FILES],
+    "tools/mtmd/models",
+    "tools/mtmd/debug/mtmd-debug.h",
     # Reference code read (not built) by our ports: the server queue.
     "tools/server/server-queue.h",
     "tools/server/server-queue.cpp",

@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from ..server.chat import ChatState
+from ..server.media import chat_media
 from .app_state import AppState, json_body
 from .bridge import named_event_sse
 from .openai import TextAnswer, answer, finish_reason, logprobs, usage
@@ -71,8 +72,15 @@ class ChatAnswer(TextAnswer):
 async def render_chat(state: AppState, body: dict[str, Any]) -> tuple[AppState, dict[str, Any], dict[str, Any]]:
     """An OpenAI chat body as llama-server fields (the prompt rendered), and how to read the answer."""
     body = chat_to_llama(body)
-    ChatRequest.parse(body)  # the messages' shape, checked before the template sees them
+    projector = state.engine.projector
+    ChatRequest.parse(body, media=projector is not None)  # the messages' shape, before the template sees them
+    files: list[bytes] = []
+    if projector is not None:  # media parts become markers in the text, their files go with the prompt
+        media_path = state.settings.media_path
+        body["messages"], files = await state.bridge.build(chat_media, body["messages"], projector.marker, media_path)
     fields, parse = await state.bridge.build(state.engine.render_chat_request, body)
+    if files:
+        fields["prompt"] = {"prompt_string": fields["prompt"], "multimodal_data": files}
     stops = body.get("stop") or []
     return state, {**body, **fields, "stop": [*stops, *fields.pop("additional_stops")]}, parse
 
@@ -91,7 +99,7 @@ async def chat_completions(request: Request) -> Response:
 async def count_chat_tokens(state: AppState, body: dict[str, Any]) -> int:
     """How many tokens an OpenAI chat body takes once rendered by the template."""
     _, llama_body, _ = await render_chat(state, body)
-    return len(await state.bridge.run(state.engine.tokenize, llama_body["prompt"], True, True))
+    return await state.bridge.build(state.engine.count_prompt_tokens, llama_body["prompt"])
 
 
 async def answer_with_events(

@@ -37,7 +37,7 @@ def models_json(state: AppState) -> dict[str, Any]:
                 "type": "model",
                 "description": "",
                 "tags": tags or [""],
-                "capabilities": ["completion"],
+                "capabilities": ["completion", "multimodal"] if state.engine.projector else ["completion"],
                 "parameters": "",
                 "details": {
                     "parent_model": "",

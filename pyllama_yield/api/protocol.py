@@ -43,7 +43,8 @@ class ChatRequest(BaseModel):
     messages: list[Message]
 
     @classmethod
-    def parse(cls, body: dict[str, Any]) -> ChatRequest:
+    def parse(cls, body: dict[str, Any], media: bool = False) -> ChatRequest:
+        """``media``: the model takes images/audio (a projector is loaded)."""
         if "messages" not in body:
             raise ApiError("'messages' is required")
         if not isinstance(body["messages"], list):
@@ -57,7 +58,7 @@ class ChatRequest(BaseModel):
             if role == "assistant" and "content" not in msg and "tool_calls" not in msg:
                 raise ApiError("Assistant message must contain either 'content' or 'tool_calls'!")
             if isinstance(msg.get("content"), list):
-                _check_parts(msg["content"])
+                _check_parts(msg["content"], media)
         try:
             return cls.model_validate({"messages": body["messages"]})
         except ValidationError as exc:
@@ -68,11 +69,13 @@ class ChatRequest(BaseModel):
 _MEDIA = {"image_url": "image", "input_audio": "audio", "input_video": "video", "video_url": "video"}
 
 
-def _check_parts(parts: list[Any]) -> None:
+def _check_parts(parts: list[Any], media: bool) -> None:
     for part in parts:
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(kind, str):
             raise ApiError("content[].type must be a string")
+        if media and kind in ("image_url", "input_audio"):  # the projector says which it takes
+            continue
         if kind in _MEDIA:
             raise ApiError(
                 f"{_MEDIA[kind]} input is not supported - hint: if this is unexpected, "

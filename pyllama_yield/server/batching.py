@@ -8,6 +8,7 @@ slots' caches when the cache is full.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from .task import CompletionTask
 
 if TYPE_CHECKING:
     from ..llama import Batch, Context, Vocab
+    from ..mtmd import Projector
     from ..queue import ServerQueue, ServerResponse
     from .lora import LoraSet
     from .metrics import Stats
@@ -47,6 +49,7 @@ class BatchLoop:
     responses: ServerResponse
     stats: Stats
     loras: LoraSet
+    projector: Projector | None  # --mmproj: media in prompts
     n_ctx_slot: int
     pooling: str
     context_shift: bool
@@ -121,6 +124,8 @@ class BatchLoop:
                     self._shift_context(s)
         spec = self.drafter.active and bool(generating)
         self.clock.lap("other")
+        if self.projector is not None:
+            self._eval_media()
         if spec:  # S2: drafting is yielded only when a slot drafts
             self._deliver_before_decode()
             self.queue.yield_to_queue(lambda: self.drafter.draft(generating, self.n_ctx_slot))
@@ -188,6 +193,10 @@ class BatchLoop:
             if room <= 0:
                 break
             start = s.n_prompt_done
+            media = s.task.media if isinstance(s.task, CompletionTask) else {}
+            if start in media:  # its medium failed or waits for the next step: no text before it
+                continue
+            room = min(room, min((m for m in media if m > start), default=start + room) - start)
             if isinstance(s.task, EmbeddingTask):  # whole, every token an output, or in a later batch
                 if len(s.prompt_tokens) > room:
                     continue
@@ -205,6 +214,32 @@ class BatchLoop:
             s.i_batch = batch.n_tokens - 1
             chunks[s.id] = len(chunk)
         return chunks
+
+    def _eval_media(self) -> None:
+        """Slots whose prompt goes on with a medium get it into the KV cache now, before this
+        step's batch (their text after it joins that batch): encoded and decoded by mtmd inside a
+        yield, as llama-server processes media chunks, so the worker answers meanwhile."""
+        projector = self.projector
+        assert projector is not None
+        for s in self.slots:
+            task = s.task
+            if s.state is not SlotState.PROCESSING_PROMPT or not isinstance(task, CompletionTask):
+                continue
+            while (chunk := task.media.get(s.n_prompt_done)) is not None:
+                pos = s.n_prompt_done
+                self._deliver_before_decode()
+                t0 = now()
+                work = functools.partial(projector.eval_chunk, self.ctx, chunk, pos, s.id)
+                try:
+                    self.queue.yield_to_queue(work)
+                except LlamaError as exc:
+                    self._fail(s, f"failed to process mtmd chunk: {exc}")
+                    break
+                self.clock.lap("decode")
+                self.stats.add_prompt(chunk.n_tokens, now() - t0)
+                s.cache_tokens.extend(s.prompt_tokens[pos : pos + chunk.n_tokens])
+                s.n_prompt_done += chunk.n_tokens
+                s.n_prompt_processed += chunk.n_tokens
 
     def clear_slot_cache(self, s: Slot) -> None:
         """Drop what slot ``s`` holds in the KV cache (the draft model's too)."""

@@ -35,6 +35,10 @@ class ModelConfig:
     use_mmap: bool = True
     use_mlock: bool = False
     name: str | None = None  # what the API calls it; the file name otherwise
+    mmproj: str | None = None  # a multimodal projector: images (and audio) in prompts
+    mmproj_offload: bool = True  # the projector's encoder on the GPU
+    image_min_tokens: int = -1  # tokens per image, for dynamic-resolution projectors (-1: theirs)
+    image_max_tokens: int = -1
     rpc_servers: tuple[str, ...] = ()  # host:port of llama.cpp rpc-servers whose devices take layers
     tensor_split: tuple[float, ...] = ()  # how much of the model each device takes (llama.cpp's -ts)
 

@@ -10,6 +10,8 @@ cancelled queued tasks, while the model computes. Tasks that need the model or t
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -17,12 +19,14 @@ from typing import Any
 from .. import rpc
 from ..common import CommonSampler
 from ..llama import Batch, Context, Model
+from ..mtmd import Projector
 from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
 from . import slot_files
 from .batching import BatchLoop
 from .chat import Chat
 from .config import ContextConfig, EngineConfig
 from .lora import LoraSet
+from .media import media_boundary
 from .metrics import PhaseClock, Stats
 from .params import DEFAULT_SEED
 from .prompt_cache import PromptCache, reuse_chunks
@@ -89,6 +93,7 @@ class ServerContext(BatchLoop):
             log.debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__: idle slots go to the prompt cache when a task starts")
         ch = config.chat  # a template or a built-in name; the model's own otherwise (ChatML when it has none)
         self.chat = Chat(self.model, ch.template, ch.use_jinja, ch.reasoning_format, ch.enable_thinking)
+        self.projector = self._load_projector(config)
         self.drafter: NoDraft = NoDraft()
         if config.draft.path is not None:
             self.drafter = DraftModel(config.draft, self.model, self._ctx_args, config.model.n_gpu_layers, c.n_parallel)
@@ -162,10 +167,35 @@ class ServerContext(BatchLoop):
     def _free(self) -> None:
         """Close the llama.cpp objects that exist, dependents before the model (also after a
         failed load)."""
-        for name in ("chat", "batch", "ctx", "drafter", "model"):
+        for name in ("chat", "batch", "ctx", "drafter", "projector", "model"):
             owner = getattr(self, name, None)
             if owner is not None:
                 owner.close()
+
+    def _load_projector(self, config: EngineConfig) -> Projector | None:
+        """The ``--mmproj`` projector, with what it rules out (as llama-server decides)."""
+        m = config.model
+        if m.mmproj is None:
+            return None
+        if config.draft.path is not None:
+            raise ValueError("speculative decoding (-md) with a multimodal projector (--mmproj) is not supported")
+        if self.context_shift:  # a shift would cut through media
+            log.warning("context shift is not supported with a multimodal projector: it is disabled")
+            self.context_shift = False
+        # the text that stands for a medium in prompts: random per process, as llama-server's, so
+        # that no user text can pose as one (LLAMA_MEDIA_MARKER fixes it, as there)
+        marker = os.environ.get("LLAMA_MEDIA_MARKER") or f"<__media_{secrets.token_hex(16)}__>"
+        return Projector(
+            m.mmproj,
+            self.model,
+            media_marker=marker,
+            use_gpu=m.mmproj_offload,
+            n_threads=config.context.n_threads,
+            image_min_tokens=m.image_min_tokens,
+            image_max_tokens=m.image_max_tokens,
+            warmup=config.limits.warmup,
+            flash_attn=config.context.flash_attn,
+        )
 
     def __enter__(self) -> ServerContext:
         return self.start()
@@ -263,9 +293,10 @@ class ServerContext(BatchLoop):
             slot.cache_tokens = []
             slot.lora = lora
         n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
-        if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and not self.drafter.active:
+        if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and not self.drafter.active and self.projector is None:
             n_keep = reuse_chunks(self.ctx, slot.id, slot.cache_tokens, tokens, n_keep, ct.params.n_cache_reuse)
         n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
+        n_keep = media_boundary(ct.media, n_keep)  # whole media only
         if ct.params.prompt_logprobs >= 0:
             n_keep = 0  # every prompt token's logits are needed: none may come from the cache
         if not self.ctx.seq_rm(slot.id, n_keep, -1):
@@ -283,7 +314,8 @@ class ServerContext(BatchLoop):
         slot.text = TextStream(ct.params.stop)
         slot.sampler = sampler
         for tok in tokens:  # penalties look back over the prompt too, as in llama-server
-            sampler.accept(tok, is_generated=False)
+            if tok >= 0:  # not a media cell
+                sampler.accept(tok, is_generated=False)
         slot.n_draft_total = slot.n_draft_accepted = 0
         slot.synth_rng = self.drafter.synth_rng(ct.params.sampling.get("seed", DEFAULT_SEED))
         slot.start_timing()

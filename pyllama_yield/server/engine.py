@@ -22,11 +22,13 @@ import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 from .._native import hold_on_abort, lib
 from ..common import json_schema_to_grammar
 from ..llama import LlamaError, Sampler
+from ..mtmd import MediaError
 from ..queue import ResponseReader, Result, Task, TaskType
 from .config import EngineConfig
 from .context import ServerContext
 from .embedding import EmbeddingTask, rerank_prompt
 from .infill import fim_support_error, infill_prompt
+from .media import MediaTokens, decode_base64, is_media_cell, multimodal_tokens
 from .params import CompletionParams, resolve, validation_message
 from .results import error_payload
 from .sampling import GrammarError
@@ -64,6 +66,7 @@ class Engine:
         self.n_ctx_slot, self.n_batch, self.n_ubatch = core.n_ctx_slot, core.n_batch, core.n_ubatch
         self.embedding, self.pooling = core.embedding, core.pooling
         self.eog_tokens = core.eog_tokens
+        self.projector = core.projector  # --mmproj; its media() and tokenize() are thread-safe
         self.model_name = config.model.name or os.path.basename(config.model.path)
         self.n_predict_max, self.n_probs_max = config.limits.n_predict_max, config.limits.n_probs_max
         self.info = self.describe(config.model.path)
@@ -224,6 +227,12 @@ class Engine:
             "n_parallel": self.n_parallel,
             "chat_template": self.chat.info["source"],
             "speculative": self.config.draft.path is not None,
+            "modalities": {
+                "vision": bool(self.projector and self.projector.vision),
+                "audio": bool(self.projector and self.projector.audio),
+                "video": False,  # mtmd's video path is not built
+            },
+            "media_marker": self.projector.marker if self.projector else None,
             "system_fingerprint": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
         }
 
@@ -249,14 +258,38 @@ class Engine:
         if prompt is None:
             raise ValueError('"prompt" is required')
         task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.n_parallel)
-        prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True))
+        prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
         tasks = []
         for i, tokens in enumerate(prompts):
-            self.check_prompt(tokens)
+            media = tokens.media if isinstance(tokens, MediaTokens) else {}
+            self.check_prompt(tokens, with_media=bool(media))
+            if media and params.prompt_logprobs >= 0:
+                raise ValueError("prompt_logprobs is not supported for prompts with media")
             text = prompt if isinstance(prompt, str) else ""
             for j in range(params.n_cmpl):
-                tasks.append(CompletionTask(tokens, task_params, index=i * params.n_cmpl + j, prompt_text=text))
+                index = i * params.n_cmpl + j
+                tasks.append(CompletionTask(tokens, task_params, index=index, prompt_text=text, media=media))
         return tasks
+
+    def count_prompt_tokens(self, prompt: Any) -> int:
+        """The KV cells a prompt takes (its media's too): what ``/input_tokens`` routes report."""
+        return len(tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)[0])
+
+    @property
+    def _multimodal(self) -> Callable[[str, list[Any]], MediaTokens] | None:
+        """How ``tokenize_prompts`` reads a prompt with ``multimodal_data``; None without --mmproj."""
+        projector = self.projector
+        if projector is None:
+            return None
+
+        def tokens(text: str, files: list[Any]) -> MediaTokens:
+            data = [f if isinstance(f, bytes) else decode_base64(f) if isinstance(f, str) else b"" for f in files]
+            try:
+                return multimodal_tokens(projector, text, data)
+            except MediaError as exc:
+                raise ValueError(str(exc)) from None
+
+        return tokens
 
     def _apply_caps(self, params: CompletionParams) -> CompletionParams:
         """The server's caps on what one request may ask for (``--n-predict-max``, ``--n-probs-max``)."""
@@ -304,10 +337,11 @@ class Engine:
             tasks.append(EmbeddingTask(tokens, index=i, normalize=-1, rerank=True))
         return tasks
 
-    def check_prompt(self, tokens: list[int]) -> None:
+    def check_prompt(self, tokens: list[int], with_media: bool = False) -> None:
         if not tokens:
             raise ValueError("the prompt is empty")
-        bad = next((t for t in tokens if not 0 <= t < self.vocab.n_tokens), None)
+        n_vocab = self.vocab.n_tokens
+        bad = next((t for t in tokens if not (0 <= t < n_vocab or (with_media and is_media_cell(t)))), None)
         if bad is not None:
             raise ValueError(f"token id {bad} out of range [0, {self.vocab.n_tokens})")
         if len(tokens) >= self.n_ctx_slot:

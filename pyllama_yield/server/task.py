@@ -18,30 +18,38 @@ class CompletionTask:
     params: TaskParams = field(default_factory=TaskParams)
     index: int = 0  # which prompt (times n_cmpl) of the request this answers
     prompt_text: str = ""  # echoed back as "prompt" in native answers
+    media: dict[int, Any] = field(default_factory=dict)  # first cell -> mtmd chunk (media.py)
 
 
 def _is_token(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def tokenize_prompts(prompt: Any, tokenize: Any) -> list[list[int]]:
-    """llama-server's prompt forms: a string, token ids, ids mixed with strings (one prompt), or a
-    list of any of those (several prompts). ``tokenize(text, add_special)`` gives the tokens.
+def tokenize_prompts(prompt: Any, tokenize: Any, multimodal: Any = None) -> list[list[int]]:
+    """llama-server's prompt forms: a string, token ids, ids mixed with strings (one prompt), a
+    ``{"prompt_string", "multimodal_data"}`` object, or a list of any of those (several prompts).
+    ``tokenize(text, add_special)`` gives the tokens; ``multimodal(text, files)`` those of a text
+    with media (``media.MediaTokens``), None when the model takes none.
 
     BOS (when the vocab wants one) goes only before a leading string, as llama-server does."""
     if isinstance(prompt, list) and not any(_is_token(p) for p in prompt):
-        prompts = [_one_prompt(p, tokenize) for p in prompt]
+        prompts = [_one_prompt(p, tokenize, multimodal) for p in prompt]
     else:
-        prompts = [_one_prompt(prompt, tokenize)]
+        prompts = [_one_prompt(prompt, tokenize, multimodal)]
     if not prompts:
         raise ValueError('"prompt" must not be empty')
     return prompts
 
 
-def _one_prompt(prompt: Any, tokenize: Any) -> list[int]:
+def _one_prompt(prompt: Any, tokenize: Any, multimodal: Any) -> list[int]:
     if isinstance(prompt, dict) and "prompt_string" in prompt:
         if "multimodal_data" in prompt:
-            raise ValueError("Multimodal data provided, but model does not support multimodal requests.")
+            if multimodal is None:
+                raise ValueError("Multimodal data provided, but model does not support multimodal requests.")
+            files = prompt["multimodal_data"]
+            if not isinstance(files, list) or not isinstance(prompt["prompt_string"], str):
+                raise ValueError('"multimodal_data" must be a list of base64 strings, with a string "prompt_string"')
+            return multimodal(prompt["prompt_string"], files)
         prompt = prompt["prompt_string"]
     if isinstance(prompt, str):
         return tokenize(prompt, True)
