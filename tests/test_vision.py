@@ -185,3 +185,22 @@ def test_without_a_projector_media_is_refused(tiny_model_path: Path) -> None:
         assert r.status_code == 400 and "does not support multimodal" in r.json()["error"]["message"]
     finally:
         stop_server(proc)
+
+
+def test_the_llama_api_takes_images(vision_files: tuple[Path, Path, Path]) -> None:
+    from pyllama_yield import Llama
+
+    model, mmproj, media = vision_files
+    with Llama(model, mmproj=mmproj, n_ctx=512, n_threads=1) as llm:
+        text = [{"role": "user", "content": "What is this?"}]
+        base = llm.create_chat_completion(text, max_tokens=2)["usage"]["prompt_tokens"]
+        for url in (data_uri(CAT), f"file://{media / 'pets' / 'cat.png'}"):
+            for part in ({"type": "image_url", "image_url": {"url": url}}, {"type": "image_url", "image_url": url}):
+                msgs = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]}]
+                got = llm.create_chat_completion(msgs, max_tokens=2)
+                assert got["usage"]["prompt_tokens"] > base + IMAGE_TOKENS
+                chunks = list(llm.create_chat_completion(msgs, max_tokens=2, stream=True))
+                assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+        bad = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_uri(b"no image")}}]}]
+        with pytest.raises(ValueError, match="Failed to load image or audio file"):
+            llm.create_chat_completion(bad, max_tokens=2)

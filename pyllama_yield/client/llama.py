@@ -21,6 +21,7 @@ from ..queue import Result, TaskType
 from ..server.async_reader import AsyncReader
 from ..server.chat import openai_chat_fields
 from ..server.engine import Engine
+from ..server.media import chat_media
 from ..server.params import DEFAULT_SEED
 from ..server.sampling import schema_or_any_object
 from ..server.task import CompletionTask
@@ -203,6 +204,10 @@ class Llama:
         if logprobs:
             body.update(logprobs=True, top_logprobs=max(top_logprobs or 0, 1))
         fields = openai_chat_fields(body)
+        files: list[bytes] = []
+        if (projector := self._engine.projector) is not None:  # media parts: markers in, files aside
+            # in-process, a file:// URL may name any file this process can read
+            fields["messages"], files = chat_media(fields["messages"], projector.marker, media_path="/")
         if "json_schema" in fields:  # a schema llama.cpp cannot convert is a GrammarError, before rendering
             LlamaGrammar.from_json_schema(fields["json_schema"])
         forced = _forced_function(tools, tool_choice)
@@ -217,6 +222,8 @@ class Llama:
             forced = None
         stops = [*fields["stop"], *rendered.pop("additional_stops"), *self._turn_stops]
         request = {**fields, **rendered, "stop": stops}
+        if files:
+            request["prompt"] = {"prompt_string": request["prompt"], "multimodal_data": files}
         tasks = self._engine.make_tasks(request, request["prompt"])
         head = shapes.Head(model or self.model_path, prefix="chatcmpl-")
         n_top = (top_logprobs or 0) if logprobs else None

@@ -63,6 +63,7 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
     lora_path, lora_scale = kw.pop("lora_path", None), kw.pop("lora_scale", 1.0)
     chat_template, chat_format = kw.pop("chat_template", None), kw.pop("chat_format", None)
     draft = kw.pop("draft_model", None)
+    mmproj = kw.pop("mmproj", None) or kw.pop("clip_model_path", None)  # the projector, by either name
     if draft is not None and not isinstance(draft, (str, os.PathLike)):
         raise TypeError("draft_model must be the path of a GGUF draft model (prompt-lookup drafting is not built)")
     options: dict[str, Any] = {
@@ -76,6 +77,7 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
         "use_mmap": kw.pop("use_mmap", True) and lora_path is None,
         "use_mlock": kw.pop("use_mlock", False),
         "rpc_servers": tuple((kw.pop("rpc_servers", None) or "").split(",")),
+        "mmproj": None if mmproj is None else os.fspath(mmproj),
         "tensor_split": tuple(kw.pop("tensor_split", None) or ()),
         "embedding": kw.pop("embedding", False),
         "pooling": _POOLING.get(pooling, pooling) if isinstance(pooling, int) else pooling,

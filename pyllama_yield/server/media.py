@@ -132,6 +132,13 @@ def _local_file(name: str, media_path: str | None) -> bytes:
 _CHAT_MEDIA = {"image_url": ("image_url", "url"), "input_audio": ("input_audio", "data")}
 
 
+def _part_url(value: Any, key: str) -> Any:
+    """The URL of ``{"url": ...}`` (or ``{"data": ...}``), or a bare string (llama-cpp-python's form)."""
+    if isinstance(value, dict):
+        return value.get(key) or value.get("url")
+    return value
+
+
 def chat_media(messages: list[Any], marker: str, media_path: str | None) -> tuple[list[Any], list[bytes]]:
     """A chat's ``image_url``/``input_audio`` parts read (:func:`load_media_url`) and replaced by
     media markers, in order: the messages for the template, and the files for the prompt."""
@@ -145,9 +152,7 @@ def chat_media(messages: list[Any], marker: str, media_path: str | None) -> tupl
                 kind = part.get("type") if isinstance(part, dict) else None
                 if kind in _CHAT_MEDIA:
                     field, key = _CHAT_MEDIA[kind]
-                    value = part.get(field)
-                    url = (value.get(key) or value.get("url")) if isinstance(value, dict) else None
-                    files.append(load_media_url(url, media_path))
+                    files.append(load_media_url(_part_url(part.get(field), key), media_path))
                     part = {"type": "media_marker", "text": marker}
                 parts.append(part)
             msg = {**msg, "content": parts}
