@@ -105,6 +105,21 @@ def test_an_image_in_a_streamed_chat(client: httpx.Client) -> None:
     assert sum(bool(e["choices"] and e["choices"][0]["delta"].get("content")) for e in events) >= 1
 
 
+def test_images_through_the_anthropic_and_responses_routes(client: httpx.Client) -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(CAT)}}
+    body = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}
+    plain = client.post("/v1/messages", json=body)
+    body["messages"][0]["content"].append(image)  # type: ignore[index]
+    r = client.post("/v1/messages", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["input_tokens"] > plain.json()["usage"]["input_tokens"] + IMAGE_TOKENS
+    item = {"role": "user", "content": [{"type": "input_text", "text": "Hi"}, {"type": "input_image",
+                                                                               "image_url": data_uri(CAT)}]}  # fmt: skip
+    r = client.post("/v1/responses", json={"model": "x", "max_output_tokens": 2, "input": [item]})
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["input_tokens"] > plain.json()["usage"]["input_tokens"] + IMAGE_TOKENS
+
+
 def test_multimodal_data_and_the_prompt_cache(client: httpx.Client) -> None:
     prompt = {"prompt_string": f"Look: {MARKER} now", "multimodal_data": [b64(CAT)]}
     first = completion(client, prompt, id_slot=1)
