@@ -113,8 +113,8 @@ def test_images_through_the_anthropic_and_responses_routes(client: httpx.Client)
     r = client.post("/v1/messages", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["usage"]["input_tokens"] > plain.json()["usage"]["input_tokens"] + IMAGE_TOKENS
-    item = {"role": "user", "content": [{"type": "input_text", "text": "Hi"}, {"type": "input_image",
-                                                                               "image_url": data_uri(CAT)}]}  # fmt: skip
+    parts = [{"type": "input_text", "text": "Hi"}, {"type": "input_image", "image_url": data_uri(CAT)}]
+    item = {"role": "user", "content": parts}
     r = client.post("/v1/responses", json={"model": "x", "max_output_tokens": 2, "input": [item]})
     assert r.status_code == 200, r.text
     assert r.json()["usage"]["input_tokens"] > plain.json()["usage"]["input_tokens"] + IMAGE_TOKENS
