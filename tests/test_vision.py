@@ -51,9 +51,14 @@ def vision_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, 
 
 
 @pytest.fixture(scope="module")
-def client(vision_files: tuple[Path, Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+def slot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("slots")
+
+
+@pytest.fixture(scope="module")
+def client(vision_files: tuple[Path, Path, Path], slot_dir: Path) -> Iterator[httpx.Client]:
     model, mmproj, media = vision_files
-    slots = tmp_path_factory.mktemp("slots")
+    slots = slot_dir
     import os
 
     os.environ["LLAMA_MEDIA_MARKER"] = MARKER  # as llama.cpp's own vision tests fix it
@@ -188,6 +193,30 @@ def test_markers_and_files_must_pair_up(client: httpx.Client) -> None:
         r = client.post("/completion", json={"prompt": prompt, "n_predict": 2})
         assert r.status_code == 400 and "Failed to tokenize prompt" in r.json()["error"]["message"], r.text
     assert client.get("/health").status_code == 200  # and the server goes on
+
+
+def test_a_slot_file_with_an_image_needs_a_projector(
+    client: httpx.Client, vision_files: tuple[Path, Path, Path], slot_dir: Path
+) -> None:
+    prompt = {"prompt_string": f"Kept: {MARKER} here", "multimodal_data": [b64(CAT)]}
+    completion(client, prompt, id_slot=1)
+    assert client.post("/slots/1?action=save", json={"filename": "media.bin"}).status_code == 200
+    proc, base = start_server(
+        vision_files[0], "-np", "2", "-c", "2048", "--threads", "1", "--slot-save-path", str(slot_dir)
+    )
+    try:  # a file of another cache layout (here 4 slots in one stream) is the client's error too
+        other, url = start_server(vision_files[0], "--threads", "1", "--slot-save-path", str(slot_dir))
+        r = httpx.post(f"{url}/slots/0?action=restore", json={"filename": "media.bin"}, timeout=60)
+        assert r.status_code == 400 and "Unable to restore slot" in r.text, r.text
+    finally:
+        stop_server(other)
+    try:
+        r = httpx.post(f"{base}/slots/0?action=restore", json={"filename": "media.bin"}, timeout=60)
+        assert r.status_code == 400 and "Cannot restore media tokens without an mmproj" in r.text, r.text
+        r = httpx.post(f"{base}/completion", json={"prompt": "Kept: here", "n_predict": 2, "id_slot": 0}, timeout=60)
+        assert r.status_code == 200 and r.json()["timings"]["cache_n"] == 0  # the slot stays usable, empty
+    finally:
+        stop_server(proc)
 
 
 def test_without_a_projector_media_is_refused(tiny_model_path: Path) -> None:

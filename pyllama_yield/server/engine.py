@@ -291,6 +291,16 @@ class Engine:
 
         return tokens
 
+    @property
+    def _no_media_embeddings(self) -> Callable[[str, list[Any]], MediaTokens] | None:
+        if self.projector is None:
+            return None  # tokenize_prompts says the model takes no media
+
+        def refuse(text: str, files: list[Any]) -> MediaTokens:
+            raise ValueError("embeddings of prompts with media are not supported yet")
+
+        return refuse
+
     def _apply_caps(self, params: CompletionParams) -> CompletionParams:
         """The server's caps on what one request may ask for (``--n-predict-max``, ``--n-probs-max``)."""
         for name in ("n_probs", "prompt_logprobs"):
@@ -308,7 +318,7 @@ class Engine:
         """One task per input (the prompt forms of completions); each must fit one ubatch."""
         if not self.embedding:
             raise NotImplementedError("This server does not support embeddings. Start it with `--embeddings`")
-        prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True))
+        prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True), self._no_media_embeddings)
         tasks = []
         for i, tokens in enumerate(prompts):
             if not tokens:

@@ -6,7 +6,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..llama import LlamaError
 from ..queue import Result, Task
+from .media import is_media_cell
 from .slot import Slot
 
 if TYPE_CHECKING:
@@ -48,7 +50,14 @@ def restore(srv: ServerContext, task: Task) -> None:
     slot, path = _slot_and_path(srv, task)
     t0 = time.perf_counter()
     srv.ctx.seq_rm(slot.id)
-    slot.cache_tokens = srv.ctx.load_seq_state_file(path, slot.id, srv.n_ctx_slot)
+    try:
+        slot.cache_tokens = srv.ctx.load_seq_state_file(path, slot.id, srv.n_ctx_slot)
+    except LlamaError as exc:  # a file of another model or cache layout: the client's to fix
+        srv.clear_slot_cache(slot)
+        raise ValueError(f"Unable to restore slot: {exc}") from None
+    if srv.projector is None and any(is_media_cell(t) for t in slot.cache_tokens):
+        srv.clear_slot_cache(slot)  # the slot stays usable, empty
+        raise ValueError("Unable to restore slot: Cannot restore media tokens without an mmproj")
     for draft_ctx in srv.drafter.contexts:
         draft_ctx.seq_rm(slot.id)
     srv.drafter.prefill(slot, len(slot.cache_tokens))
