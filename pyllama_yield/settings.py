@@ -196,7 +196,9 @@ class ServerSettings(BaseSettings):
     path: str | None = arg(
         None, "--path", env="LLAMA_ARG_STATIC_PATH", help="serve the page's static files from this folder instead"
     )
-    offline: bool = arg(False, "--offline", env="LLAMA_ARG_OFFLINE", help="never download (this server never does)")
+    offline: bool = arg(
+        False, "--offline", env="LLAMA_ARG_OFFLINE", help="never download: remote media URLs are refused"
+    )
     verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
     log_disable: bool = arg(False, "--log-disable", help="no logs")
     log_level: str = arg("warning", "--log-level", help="uvicorn's log level")

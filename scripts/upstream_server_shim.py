@@ -11,7 +11,12 @@ suite offline on one local model, so this file has two roles:
      ours   .venv/bin/python -m pyllama_yield serve   (python: $UPSTREAM_OURS_PYTHON)
    Every other flag is passed through unchanged to both servers, so the comparison is honest:
    a flag our CLI does not accept fails the test, as it would for a user.
-2. Loaded as a pytest plugin (``-p upstream_server_shim``): stop the suite from downloading.
+   Vision: with ``$UPSTREAM_MMPROJ`` set, a server the suite starts for a multimodal model (the
+   ``tinygemma3`` preset, whose projector the HF registry supplies, or any ``--mmproj-url``) gets
+   ``-m $UPSTREAM_VISION_MODEL`` (default ``$UPSTREAM_MODEL``) ``--mmproj $UPSTREAM_MMPROJ``
+   instead, unless the suite asked for ``--no-mmproj``. Without it the projector is dropped.
+2. Loaded as a pytest plugin (``-p upstream_server_shim``): stop the suite from downloading and,
+   with ``$UPSTREAM_MMPROJ`` set, serve its test images (see ``_image_mirror``).
 
 exec keeps the pid, so the suite's terminate()/kill() reaches the real server.
 """
@@ -41,28 +46,41 @@ MODEL_FLAGS = {
 }
 # The same for the draft model of speculative decoding.
 DRAFT_FLAGS = {"-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf"}
-# Multimodal projector downloads: our one model is text-only, so the projector is dropped
-# (the vision tests then fail for both servers alike).
+# Multimodal projector downloads: dropped; replaced by --mmproj $UPSTREAM_MMPROJ when that is set
+# (without it the vision tests fail for both servers alike).
 DROP_FLAGS = {"-mmu", "--mmproj-url"}
+HF_REPO_FLAGS = {"-hf", "-hfr", "--hf-repo"}
+# Repositories of the suite's presets for which the HF registry supplies a projector (the
+# tinygemma3 preset gives only --hf-repo: llama-server fetches the mmproj along with the model).
+VISION_HF_REPOS = {"ggml-org/tinygemma3-gguf"}
 
 
-def rewrite_args(argv: list[str], model: str) -> list[str]:
-    """argv without the model-source flags, then -m MODEL (and a draft, if one was asked for)."""
+def rewrite_args(argv: list[str], model: str, mmproj: str | None = None, vision_model: str | None = None) -> list[str]:
+    """argv without the model-source flags, then -m MODEL (and a draft, if one was asked for).
+    With ``mmproj``, a multimodal request (a VISION_HF_REPOS repo or --mmproj-url, and no
+    --no-mmproj) gets ``-m vision_model --mmproj mmproj`` instead."""
     out: list[str] = []
-    had_model = had_draft = False
+    had_model = had_draft = wants_mmproj = False
     i = 0
     while i < len(argv):
-        flag, eq, _ = argv[i].partition("=")
+        flag, eq, value = argv[i].partition("=")
         if flag in MODEL_FLAGS | DRAFT_FLAGS | DROP_FLAGS:
+            if not eq:
+                value = argv[i + 1] if i + 1 < len(argv) else ""
             had_model |= flag in MODEL_FLAGS
             had_draft |= flag in DRAFT_FLAGS
+            wants_mmproj |= flag in DROP_FLAGS
+            wants_mmproj |= flag in HF_REPO_FLAGS and value.partition(":")[0].lower() in VISION_HF_REPOS
             i += 1 if eq else 2  # "--flag=value" or "--flag value"
             continue
         out.append(argv[i])
         i += 1
+    vision = bool(mmproj) and wants_mmproj and had_model
     # No model flag at all is the suite's router mode (models loaded on demand): leave it so.
     if had_model:
-        out += ["-m", model]
+        out += ["-m", (vision_model or model) if vision else model]
+    if vision and "--no-mmproj" not in out:
+        out += ["--mmproj", mmproj]
     if had_draft:
         # The same model drafts for itself: the suite's own spelling of the draft flag.
         out += ["--model-draft", model]
@@ -72,7 +90,9 @@ def rewrite_args(argv: list[str], model: str) -> list[str]:
 def main() -> None:
     model = os.environ.get("UPSTREAM_MODEL") or str(ROOT / "build/models/gemma-3-270m-q4_k_m.gguf")
     target = os.environ.get("UPSTREAM_TARGET", "llama")
-    args = rewrite_args(sys.argv[1:], model)
+    args = rewrite_args(
+        sys.argv[1:], model, os.environ.get("UPSTREAM_MMPROJ") or None, os.environ.get("UPSTREAM_VISION_MODEL") or None
+    )
     if target == "llama":
         exe = os.environ.get("UPSTREAM_LLAMA_SERVER") or str(ROOT / "build/llama-server/bin/llama-server")
         cmd = [exe, *args]
@@ -109,6 +129,70 @@ def pytest_sessionstart(session) -> None:
         return real_download(url, output_file_path)
 
     utils.download_file = download_file
+
+    if os.environ.get("UPSTREAM_MMPROJ"):
+        _image_mirror()
+
+
+# The suite's test images (CIFAR-10 pictures in the tinygemma3 repo). Tests fetch them with
+# requests (for base64 payloads) or hand their URL to the server, which downloads it.
+HF_TEST_IMAGES = "https://huggingface.co/ggml-org/tinygemma3-GGUF/resolve/main/test/"
+
+
+def _image_mirror() -> None:
+    """Serve the PNGs that upstream_server_tests.sh generated into ``$UPSTREAM_IMAGES`` (random
+    pixels, by pyllama_yield.testing.make_test_image) for the suite's test image URLs
+    (``HF_TEST_IMAGES`` + name.png, one of them per name) from a local HTTP server in this pytest
+    process, and point
+    every ``requests`` call at it: the URL of a test-side fetch, and those URLs inside a JSON body
+    sent to the server under test (the server then downloads the image from 127.0.0.1, as it
+    would from huggingface.co). Other URLs are left alone (offline, they fail as before)."""
+    import http.server
+    import threading
+    import zlib
+
+    import requests
+
+    prefix_path = HF_TEST_IMAGES[len("https://huggingface.co") :]
+    images = sorted(Path(os.environ["UPSTREAM_IMAGES"]).glob("*.png"))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            name = self.path[len(prefix_path) :] if self.path.startswith(prefix_path) else ""
+            if not name.endswith(".png") or "/" in name:
+                self.send_error(404)
+                return
+            body = images[zlib.crc32(name.encode()) % len(images)].read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    local = f"http://127.0.0.1:{httpd.server_address[1]}{prefix_path}"
+
+    def rewrite(value):
+        if isinstance(value, str):
+            return local + value[len(HF_TEST_IMAGES) :] if value.startswith(HF_TEST_IMAGES) else value
+        if isinstance(value, dict):
+            return {k: rewrite(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [rewrite(v) for v in value]
+        return value
+
+    real_request = requests.sessions.Session.request
+
+    def request(self, method, url, *args, **kwargs):
+        if kwargs.get("json") is not None:
+            kwargs["json"] = rewrite(kwargs["json"])
+        return real_request(self, method, rewrite(url), *args, **kwargs)
+
+    requests.sessions.Session.request = request
 
 
 if __name__ == "__main__":

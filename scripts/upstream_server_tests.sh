@@ -17,6 +17,13 @@
 # UPSTREAM_JSON (bench-results/upstream_server_tests.json), UPSTREAM_PYTHON (the suite's venv python),
 # SLOW_TESTS=1 (also the tests marked slow, which the suite's tests.sh leaves out by default),
 # UPSTREAM_SUMMARY_ONLY=1 (run nothing: tabulate the logs already under UPSTREAM_LOGS).
+# Vision (test_vision_api.py, the image cases of test_slot_save.py, test_security.py, ...):
+# UPSTREAM_MMPROJ (a projector .gguf; unset: the suite's vision presets get the text model and no
+# projector, as before), UPSTREAM_VISION_MODEL (the text model that goes with it; default
+# UPSTREAM_MODEL). With UPSTREAM_MMPROJ set, the suite's multimodal preset (tinygemma3) runs
+# -m UPSTREAM_VISION_MODEL --mmproj UPSTREAM_MMPROJ, and the shim's pytest plugin serves PNGs
+# generated here (random pixels) for the suite's huggingface.co test image URLs from 127.0.0.1.
+# A tiny random-weight pair: python -c "from pyllama_yield.testing import make_tiny_vision_model as m; m('DIR')"
 #
 # Each file runs in its own network and pid namespace (unshare): the servers can reach nothing but
 # 127.0.0.1 (the suite would otherwise fetch models and images from the internet), ports cannot
@@ -36,6 +43,19 @@ file_timeout=${UPSTREAM_FILE_TIMEOUT:-900}
 die() { echo "upstream_server_tests: $*" >&2; exit 2; }
 [ -f "$tests/utils.py" ] || die "no suite at $tests (run scripts/build_llama_server.sh)"
 [ -f "$model" ] || die "no model at $model"
+mmproj=${UPSTREAM_MMPROJ:+$(realpath -m "$UPSTREAM_MMPROJ")}
+vision_model=$model
+if [ -n "$mmproj" ]; then
+    [ -f "$mmproj" ] || die "no projector at $mmproj (UPSTREAM_MMPROJ)"
+    vision_model=$(realpath -m "${UPSTREAM_VISION_MODEL:-$model}")
+    [ -f "$vision_model" ] || die "no model at $vision_model (UPSTREAM_VISION_MODEL)"
+    # the pictures the shim serves for the suite's test image URLs (Pillow, from our venv)
+    images=$(realpath -m "$logs/images") && mkdir -p "$images"
+    "${UPSTREAM_OURS_PYTHON:-.venv/bin/python}" -c "import sys
+from pyllama_yield.testing import make_test_image
+for i in range(4):
+    open(f'{sys.argv[1]}/{i}.png', 'wb').write(make_test_image(32, 32, seed=i))" "$images" || die "cannot write test images"
+fi
 "$py" -c 'import pytest, pytest_timeout, requests, openai' 2>/dev/null || die "$py lacks the suite's deps"
 for t in $targets; do
     case $t in
@@ -73,6 +93,7 @@ for f in "$@"; do
             cd "$tests" && rm -rf tmp && mkdir -p tmp   # the suite's scratch dir (slot saves, ...)
             timeout -k 10 "$file_timeout" unshare --net --pid --fork --kill-child -- \
                 env UPSTREAM_TARGET="$t" UPSTREAM_MODEL="$model" LLAMA_SERVER_BIN_PATH="$wrapper" \
+                UPSTREAM_MMPROJ="$mmproj" UPSTREAM_VISION_MODEL="$vision_model" UPSTREAM_IMAGES="${images:-}" \
                 PYTHONPATH="$root/scripts:$tests" \
                 sh -c 'ip link set lo up && exec "$@"' sh \
                 "$py" -m pytest -p no:cacheprovider -p upstream_server_shim -v -rA "${slow[@]}" \

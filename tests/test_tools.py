@@ -207,6 +207,49 @@ def test_anthropic_messages_with_tools_streaming_and_not(tool_server):
     assert count["input_tokens"] > msg["usage"]["input_tokens"]
 
 
+def test_tool_calls_through_the_sdks_streaming_helpers(tool_server):
+    """The official clients' helpers rebuild a streamed tool call from the events (OpenAI's
+    Responses helper indexes the output by each event's output_index)."""
+    kw = dict(model="tiny", messages=ASK, tools=[CITY], tool_choice="required", max_tokens=40, temperature=0.8)
+    # seed 8 ends with its calls (others write on and run out of tokens, which the helper refuses)
+    with tool_server.chat.completions.stream(**kw, seed=8, extra_body={"cache_prompt": False}) as stream:
+        deltas = [e for e in stream if e.type == "tool_calls.function.arguments.delta"]
+        final = stream.get_final_completion()
+    calls = final.choices[0].message.tool_calls
+    assert "".join(e.arguments_delta for e in deltas) == "".join(c.function.arguments for c in calls)
+    assert calls[0].function.name == "get_weather"
+    assert json.loads(calls[0].function.arguments)["city"] in ("Paris", "Rome")
+
+    tool = {"type": "function", "name": "get_weather", "parameters": CITY["function"]["parameters"]}
+    with tool_server.responses.stream(
+        model="tiny", input=ASK, tools=[tool], tool_choice="required", max_output_tokens=40, temperature=0.8,
+        extra_body={"seed": 4, "cache_prompt": False},
+    ) as stream:  # fmt: skip
+        events = list(stream)
+        response = stream.get_final_response()
+    (fc,) = [o for o in response.output if o.type == "function_call"][:1]
+    deltas = "".join(e.delta for e in events if e.type.endswith("arguments.delta") and e.item_id == fc.id)
+    assert fc.name == "get_weather" and fc.arguments == deltas and json.loads(deltas)["city"] in ("Paris", "Rome")
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+    anthropic = pytest.importorskip("anthropic")
+    base = str(tool_server.base_url).removesuffix("/v1/").removesuffix("/v1")
+    tools = [{"name": "get_weather", "description": "weather", "input_schema": CITY["function"]["parameters"]}]
+    with anthropic.Anthropic(base_url=base, api_key="x", max_retries=0) as client, client.messages.stream(
+        model="tiny", max_tokens=40, tools=tools, tool_choice={"type": "any"},
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        extra_body={"temperature": 0.8, "seed": 4, "cache_prompt": False},
+    ) as stream:  # fmt: skip
+        events = list(stream)
+        message = stream.get_final_message()
+    first = next(i for i, b in enumerate(message.content) if b.type == "tool_use")
+    partial = "".join(
+        e.delta.partial_json for e in events if e.type == "content_block_delta" and e.index == first
+    )  # fmt: skip
+    use = message.content[first]
+    assert use.name == "get_weather" and use.input == json.loads(partial) and use.input["city"] in ("Paris", "Rome")
+
+
 RESPONSES_TOOL = {"type": "function", "name": "get_weather", "description": "weather", **{
     "parameters": CITY["function"]["parameters"]}}  # fmt: skip
 

@@ -177,12 +177,54 @@ def test_file_urls_only_inside_media_path(client: httpx.Client) -> None:
         (data_uri(CAT[: len(CAT) // 3]), "Failed to load image or audio file"),  # truncated
         ("data:text/html;base64,aGVsbG8=", "Invalid uri format"),
         ("data:image/png,aGVsbG8=", "uri must be base64 encoded"),
-        ("https://example.com/cat.png", "Failed to download image"),
     ],
 )
 def test_bad_media_is_a_400_with_the_cause(client: httpx.Client, url: str, why: str) -> None:
     r = client.post("/v1/chat/completions", json=chat(image_part(url)))
     assert r.status_code == 400 and why in r.json()["error"]["message"], r.text
+
+
+@pytest.fixture(scope="module")
+def image_host() -> Iterator[str]:
+    """A local web server with /cat.png (remote media without the internet)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path != "/cat.png":
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(CAT)))
+            self.end_headers()
+            self.wfile.write(CAT)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_remote_images_are_fetched_unless_offline(
+    client: httpx.Client, image_host: str, vision_files: tuple[Path, Path, Path]
+) -> None:
+    r = client.post("/v1/chat/completions", json=chat(image_part(f"{image_host}/cat.png")))
+    assert r.status_code == 200, r.text
+    local = client.post("/v1/chat/completions", json=chat(image_part(data_uri(CAT)))).json()
+    assert r.json()["usage"]["prompt_tokens"] == local["usage"]["prompt_tokens"]
+    r = client.post("/v1/chat/completions", json=chat(image_part(f"{image_host}/dog.png")))
+    assert r.status_code == 400 and "Failed to download image" in r.text
+    model, mmproj, _ = vision_files
+    proc, base = start_server(model, "--mmproj", str(mmproj), "--threads", "1", "--offline")
+    try:
+        r = httpx.post(f"{base}/v1/chat/completions", json=chat(image_part(f"{image_host}/cat.png")), timeout=60)
+        assert r.status_code == 400 and "--offline" in r.text
+    finally:
+        stop_server(proc)
 
 
 def test_markers_and_files_must_pair_up(client: httpx.Client) -> None:

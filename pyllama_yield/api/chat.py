@@ -76,8 +76,9 @@ async def render_chat(state: AppState, body: dict[str, Any]) -> tuple[AppState, 
     ChatRequest.parse(body, media=projector is not None)  # the messages' shape, before the template sees them
     files: list[bytes] = []
     if projector is not None:  # media parts become markers in the text, their files go with the prompt
-        media_path = state.settings.media_path
-        body["messages"], files = await state.bridge.build(chat_media, body["messages"], projector.marker, media_path)
+        s = state.settings
+        args = (body["messages"], projector.marker, s.media_path, not s.offline)
+        body["messages"], files = await state.bridge.build(chat_media, *args)
     fields, parse = await state.bridge.build(state.engine.render_chat_request, body)
     if files:
         fields["prompt"] = {"prompt_string": fields["prompt"], "multimodal_data": files}

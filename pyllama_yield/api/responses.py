@@ -159,6 +159,10 @@ class ResponseAnswer(ChatAnswer):
         self.msg_id, self.rs_id = "msg_" + new_id(), "rs_" + new_id()
         self.created = int(time.time())
         self.open: set[str] = set()  # the output items streamed so far: "created", "message", ...
+        # what OpenAI's stream events carry beyond llama-server's (its SDKs index by them): each
+        # event's place in the stream, and each output item's place in the output list
+        self.sequence = 0
+        self.output_index: dict[str, int] = {}
 
     def _items(self, st: ChatState) -> list[dict[str, Any]]:
         m, out = st.msg, []
@@ -209,13 +213,36 @@ class ResponseAnswer(ChatAnswer):
             "timings": p["timings"],
         }
 
-    @staticmethod
-    def _event(name: str, **data: Any) -> dict[str, Any]:
-        return {"event": name, "data": {"type": name, **data}}
+    def _event(self, kind: str, /, **data: Any) -> dict[str, Any]:
+        event = {"event": kind, "data": {"type": kind, "sequence_number": self.sequence, **data}}
+        self.sequence += 1
+        return event
+
+    def _added(self, item: dict[str, Any]) -> dict[str, Any]:
+        """``response.output_item.added`` for a new output item, which takes the next index."""
+        self.output_index[item["id"]] = len(self.output_index)
+        return self._event("response.output_item.added", output_index=self.output_index[item["id"]], item=item)
+
+    def _item_event(self, kind: str, item_id: str, /, **data: Any) -> dict[str, Any]:
+        """An event about output item ``item_id`` (and its first content part, where it has one)."""
+        where = {"item_id": item_id, "output_index": self.output_index[item_id]}
+        if not item_id.startswith("fc_"):
+            where["content_index"] = 0
+        return self._event(kind, **where, **data)
+
+    def _head(self, status: str = "in_progress") -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "model": self.head["model"],
+            "output": [],
+        }
 
     def chunks(self, r: Result) -> list[Any]:
         p = r.payload
-        head = {"id": self.id, "object": "response", "status": "in_progress"}
+        head = self._head()
         events = []
         if "created" not in self.open:
             self.open.add("created")
@@ -241,46 +268,54 @@ class ResponseAnswer(ChatAnswer):
         if "reasoning_content" in d:
             if "reasoning" not in self.open:
                 self.open.add("reasoning")
-                item = {**self._reasoning(""), "content": [], "status": "in_progress"}
-                out.append(self._event("response.output_item.added", item=item))
-            out.append(self._event("response.reasoning_text.delta", delta=d["reasoning_content"], item_id=self.rs_id))
+                out += self._open_reasoning()
+            out.append(self._item_event("response.reasoning_text.delta", self.rs_id, delta=d["reasoning_content"]))
         if "content" in d:
             if "message" not in self.open:
                 self.open.add("message")
-                out.append(self._event("response.output_item.added", item=self._message("", "in_progress")))
-                part = {"type": "output_text", "text": ""}
-                out.append(self._event("response.content_part.added", item_id=self.msg_id, part=part))
-            out.append(self._event("response.output_text.delta", item_id=self.msg_id, delta=d["content"]))
+                out += self._open_message()
+            out.append(self._item_event("response.output_text.delta", self.msg_id, delta=d["content"], logprobs=[]))
         for call in d.get("tool_calls", []):
             full = st.msg["tool_calls"][call["index"]]
             if "id" in call:  # a new call
-                item = {**self._call(full, "in_progress"), "arguments": ""}
-                out.append(self._event("response.output_item.added", item=item))
+                out.append(self._added({**self._call(full, "in_progress"), "arguments": ""}))
             args = call.get("function", {}).get("arguments")
             if args:
-                item_id = "fc_" + full["id"]
-                out.append(self._event("response.function_call_arguments.delta", delta=args, item_id=item_id))
+                out.append(self._item_event("response.function_call_arguments.delta", "fc_" + full["id"], delta=args))
         return out
+
+    def _open_reasoning(self) -> list[dict[str, Any]]:
+        item = {**self._reasoning(""), "content": [{"text": "", "type": "reasoning_text"}], "status": "in_progress"}
+        return [self._added(item)]
+
+    def _open_message(self) -> list[dict[str, Any]]:
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+        added = self._added(self._message("", "in_progress"))
+        return [added, self._item_event("response.content_part.added", self.msg_id, part=part)]
 
     def _done_events(self, st: ChatState, p: dict[str, Any]) -> list[dict[str, Any]]:
         m, out = st.msg, []
         if m["reasoning_content"]:
-            out.append(self._event("response.output_item.done", item=self._reasoning(m["reasoning_content"])))
+            if self.rs_id not in self.output_index:
+                out += self._open_reasoning()
+            reasoning = self._reasoning(m["reasoning_content"])
+            out.append(self._item_event("response.reasoning_text.done", self.rs_id, text=m["reasoning_content"]))
+            out.append(self._item_event("response.output_item.done", self.rs_id, item=reasoning))
         if m["content"]:
+            if self.msg_id not in self.output_index:
+                out += self._open_message()
             part = self._message(m["content"])["content"][0]
-            out.append(self._event("response.output_text.done", item_id=self.msg_id, text=m["content"]))
-            out.append(self._event("response.content_part.done", item_id=self.msg_id, part=part))
-            out.append(self._event("response.output_item.done", item=self._message(m["content"])))
-        out += [self._event("response.output_item.done", item=self._call(c, "completed")) for c in m["tool_calls"]]
-        done = {
-            "id": self.id,
-            "object": "response",
-            "created_at": self.created,
-            "status": "completed",
-            "model": self.head["model"],
-            "output": self._items(st),
-            "usage": _usage(p),
-        }
+            out.append(self._item_event("response.output_text.done", self.msg_id, text=m["content"], logprobs=[]))
+            out.append(self._item_event("response.content_part.done", self.msg_id, part=part))
+            out.append(self._item_event("response.output_item.done", self.msg_id, item=self._message(m["content"])))
+        for c in m["tool_calls"]:
+            item = self._call(c, "completed")
+            if item["id"] not in self.output_index:
+                out.append(self._added({**item, "status": "in_progress"}))
+            args = {"arguments": c["arguments"], "name": c["name"]}
+            out.append(self._item_event("response.function_call_arguments.done", item["id"], **args))
+            out.append(self._item_event("response.output_item.done", item["id"], item=item))
+        done = {**self._head("completed"), "output": self._items(st), "usage": _usage(p)}
         out.append(self._event("response.completed", response=done))
         return out
 

@@ -78,14 +78,21 @@ def decode_base64(data: str) -> bytes:
     return raw
 
 
-def load_media_url(url: Any, media_path: str | None) -> bytes:
-    """A chat part's media (``image_url.url``, ``input_audio.data``): a ``data:`` URI, a
-    ``file://`` path inside ``--media-path``, or raw base64, checked as llama-server checks them.
-    Remote URLs are refused: this server does not reach the network."""
+# what one remote medium may take, as llama-server's download of it
+DOWNLOAD_MAX_BYTES = 10 * 1024 * 1024
+DOWNLOAD_TIMEOUT_S = 10.0
+
+
+def load_media_url(url: Any, media_path: str | None, allow_remote: bool = True) -> bytes:
+    """A chat part's media (``image_url.url``, ``input_audio.data``): an ``http(s)`` URL (fetched,
+    unless ``allow_remote`` is off: ``--offline``), a ``data:`` URI, a ``file://`` path inside
+    ``--media-path``, or raw base64, checked as llama-server checks them."""
     if not isinstance(url, str) or not url:
         raise ValueError("media URL must be a non-empty string")
     if url.startswith(("http://", "https://")):
-        raise ValueError("Failed to download image: remote media URLs are not fetched by this server")
+        if not allow_remote:
+            raise ValueError("Failed to download image: remote media URLs are not fetched (--offline)")
+        return _download(url)
     if url.startswith("file://"):
         return _local_file(url[len("file://") :], media_path)
     if url.startswith("data:"):
@@ -98,6 +105,20 @@ def load_media_url(url: Any, media_path: str | None) -> bytes:
             raise ValueError("uri must be base64 encoded")
         return decode_base64(payload)
     return decode_base64(url)
+
+
+def _download(url: str) -> bytes:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as r:  # noqa: S310 - http(s) only, checked above
+            data: bytes = r.read(DOWNLOAD_MAX_BYTES + 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ValueError(f"Failed to download image: {url}: {getattr(exc, 'reason', exc)}") from None
+    if len(data) > DOWNLOAD_MAX_BYTES:
+        raise ValueError(f"Failed to download image: {url} is over {DOWNLOAD_MAX_BYTES} bytes")
+    return data
 
 
 def _bad_name(part: str) -> bool:
@@ -139,7 +160,9 @@ def _part_url(value: Any, key: str) -> Any:
     return value
 
 
-def chat_media(messages: list[Any], marker: str, media_path: str | None) -> tuple[list[Any], list[bytes]]:
+def chat_media(
+    messages: list[Any], marker: str, media_path: str | None, allow_remote: bool = True
+) -> tuple[list[Any], list[bytes]]:
     """A chat's ``image_url``/``input_audio`` parts read (:func:`load_media_url`) and replaced by
     media markers, in order: the messages for the template, and the files for the prompt."""
     files: list[bytes] = []
@@ -152,7 +175,7 @@ def chat_media(messages: list[Any], marker: str, media_path: str | None) -> tupl
                 kind = part.get("type") if isinstance(part, dict) else None
                 if kind in _CHAT_MEDIA:
                     field, key = _CHAT_MEDIA[kind]
-                    files.append(load_media_url(_part_url(part.get(field), key), media_path))
+                    files.append(load_media_url(_part_url(part.get(field), key), media_path, allow_remote))
                     part = {"type": "media_marker", "text": marker}
                 parts.append(part)
             msg = {**msg, "content": parts}
