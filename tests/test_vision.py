@@ -290,3 +290,38 @@ def test_the_llama_api_takes_images(vision_files: tuple[Path, Path, Path]) -> No
         bad = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_uri(b"no image")}}]}]
         with pytest.raises(ValueError, match="Failed to load image or audio file"):
             llm.create_chat_completion(bad, max_tokens=2)
+
+
+def close(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5
+
+
+def test_embeddings_of_prompts_with_images(vision_files: tuple[Path, Path, Path]) -> None:
+    model, mmproj, _ = vision_files
+    flags = ["--mmproj", str(mmproj), "--embeddings", "--pooling", "mean", "--threads", "1"]
+    import os
+
+    os.environ["LLAMA_MEDIA_MARKER"] = MARKER
+    try:
+        proc, base = start_server(model, *flags)
+    finally:
+        del os.environ["LLAMA_MEDIA_MARKER"]
+    try:
+        with_cat = {"prompt_string": f"What is this: {MARKER}\n", "multimodal_data": [b64(CAT)]}
+        with_truck = {**with_cat, "multimodal_data": [b64(TRUCK)]}
+        r = httpx.post(f"{base}/embeddings", json={"content": [with_cat, with_cat, with_truck, "What is this:\n"]})
+        assert r.status_code == 200, r.text
+        e = [item["embedding"][0] for item in r.json()]
+        # batch shapes move the last digits (llama-server's vectors differ by 1e-9 too)
+        assert close(e[0], e[1]) and not close(e[0], e[2]) and not close(e[0], e[3])  # the same image, another, none
+        parts = {"content": [{"type": "text", "text": "What is this: "}, image_part(data_uri(CAT)),
+                             {"type": "text", "text": "\n"}]}  # fmt: skip
+        r = httpx.post(f"{base}/v1/embeddings", json={"input": [parts, with_cat, "What is this: \n"]})
+        assert r.status_code == 200, r.text
+        data = [d["embedding"] for d in r.json()["data"]]
+        assert close(data[0], data[1]) and close(data[0], e[0]) and not close(data[0], data[2])  # parts = media prompt
+        assert r.json()["usage"]["prompt_tokens"] > 3 * IMAGE_TOKENS // 2
+        bad = httpx.post(f"{base}/embeddings", json={"content": [{**with_cat, "multimodal_data": ["malformed"]}]})
+        assert bad.status_code == 400 and "Invalid base64 value" in bad.text
+    finally:
+        stop_server(proc)

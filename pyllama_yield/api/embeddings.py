@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..server.media import content_prompts
 from .app_state import AppState, json_body
 from .errors import ApiError
 from .schemas import EmbeddingRequest, RerankRequest, parse
@@ -24,16 +25,26 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
     body = await json_body(request)
     req = parse(EmbeddingRequest, body)
     if "input" in body:
-        inputs = req.input
+        inputs = body["input"]
     elif "content" in body:
-        inputs, oai = req.content, False  # "content" is llama-server's field, answered in its shape
+        inputs, oai = body["content"], False  # "content" is llama-server's field, answered in its shape
     else:
         raise ApiError('"input" or "content" must be provided')
+    # validated above; the raw JSON goes on, its prompt forms are read by the engine
+    if _has_content_parts(inputs):  # OpenAI-style parts: text and media, as a media prompt
+        projector, s = state.engine.projector, state.settings
+        marker = projector.marker if projector is not None else None
+        inputs = await state.bridge.build(content_prompts, inputs, marker, s.media_path, not s.offline)
     if oai and state.engine.pooling == "none":
         raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
     tasks = await state.bridge.build(state.engine.make_embedding_tasks, inputs, req.embd_normalize)
     results = await state.bridge.run_to_end(request, tasks)
     return state, body, results, oai
+
+
+def _has_content_parts(inputs: Any) -> bool:
+    items = inputs if isinstance(inputs, list) else [inputs]
+    return any(isinstance(i, dict) and "content" in i for i in items)
 
 
 def _native(results: list[dict[str, Any]]) -> JSONResponse:

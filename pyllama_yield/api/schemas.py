@@ -23,7 +23,23 @@ M = TypeVar("M", bound=BaseModel)
 
 # a prompt: text, token ids, or a mix; a list of those is one completion per entry
 TokenOrText = StrictInt | str
-Prompt = str | list[TokenOrText | list[TokenOrText]]
+
+
+class MediaPrompt(BaseModel):
+    """Text with media: one marker (``/props`` ``media_marker``) per base64 file (needs --mmproj)."""
+
+    prompt_string: str
+    multimodal_data: list[str] = Field(default_factory=list)
+
+
+class ContentPrompt(BaseModel):
+    """An embeddings input as OpenAI-style content parts (``text``, ``image_url``)."""
+
+    content: list[dict[str, Any]]
+
+
+Prompt = str | MediaPrompt | list[TokenOrText | list[TokenOrText] | MediaPrompt]
+EmbeddingInput = str | MediaPrompt | ContentPrompt | list[TokenOrText | list[TokenOrText] | MediaPrompt | ContentPrompt]
 
 
 def parse(model: type[M], body: dict[str, Any]) -> M:
@@ -70,8 +86,8 @@ class InfillRequest(CompletionParams):
 class EmbeddingRequest(_Open):
     """``input`` (OpenAI) or ``content`` (llama-server's own shape)."""
 
-    input: Prompt | None = None
-    content: Prompt | None = None
+    input: EmbeddingInput | None = None
+    content: EmbeddingInput | None = None
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
     embd_normalize: StrictInt = 2

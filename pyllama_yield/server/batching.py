@@ -193,18 +193,19 @@ class BatchLoop:
             if room <= 0:
                 break
             start = s.n_prompt_done
-            media = s.task.media if isinstance(s.task, CompletionTask) else {}
+            media = s.task.media if isinstance(s.task, (CompletionTask, EmbeddingTask)) else {}
             if start in media:  # its medium failed or waits for the next step: no text before it
                 continue
-            room = min(room, min((m for m in media if m > start), default=start + room) - start)
-            if isinstance(s.task, EmbeddingTask):  # whole, every token an output, or in a later batch
-                if len(s.prompt_tokens) > room:
+            end = min((m for m in media if m > start), default=len(s.prompt_tokens))  # the next medium
+            if isinstance(s.task, EmbeddingTask):  # up to the next medium, whole, every token an output
+                if end - start > room:
                     continue
-                for j, tok in enumerate(s.prompt_tokens):
-                    batch.add(tok, j, s.id, logits=True)
+                for j in range(start, end):
+                    batch.add(s.prompt_tokens[j], j, s.id, logits=True)
                 s.i_batch = batch.n_tokens - 1
-                chunks[s.id] = len(s.prompt_tokens)
+                chunks[s.id] = end - start
                 continue
+            room = min(room, end - start)
             chunk = s.prompt_tokens[start : start + room]
             last = start + len(chunk) == len(s.prompt_tokens)
             s.i_batch_first = batch.n_tokens
@@ -223,7 +224,7 @@ class BatchLoop:
         assert projector is not None
         for s in self.slots:
             task = s.task
-            if s.state is not SlotState.PROCESSING_PROMPT or not isinstance(task, CompletionTask):
+            if s.state is not SlotState.PROCESSING_PROMPT or not isinstance(task, (CompletionTask, EmbeddingTask)):
                 continue
             while (chunk := task.media.get(s.n_prompt_done)) is not None:
                 pos = s.n_prompt_done
@@ -265,7 +266,9 @@ class BatchLoop:
 
     def _prompt_chunk_done(self, s: Slot, n: int) -> None:
         if isinstance(s.task, EmbeddingTask):
-            self._send_embedding(s)
+            s.n_prompt_done += n
+            if s.n_prompt_done == len(s.prompt_tokens):  # else a medium comes next (_eval_media)
+                self._send_embedding(s)
             return
         if s.completion.params.prompt_logprobs >= 0:
             self._prompt_probs(s, n)

@@ -1,14 +1,16 @@
 """Embedding tasks: a prompt in, its embedding out (``/embedding``, ``/v1/embeddings``).
 
 The whole prompt goes into one batch (a pooled embedding is computed over the tokens of one
-ubatch), then the pooled vector (or, with pooling ``none``, one vector per token) is normalized
-as llama-server's ``embd_normalize`` asks: -1 none, 0 max-abs to int16 range, 1 taxicab,
-2 euclidean (the default), p > 2 the p-norm.
+ubatch). With media, each medium goes in through mtmd and the text between them in one batch
+each; the pooled vector is then that of the text after the last medium, which attends to the
+media before it (as llama-server's). The pooled vector (or, with pooling ``none``, one vector per
+token) is normalized as llama-server's ``embd_normalize`` asks: -1 none, 0 max-abs to int16
+range, 1 taxicab, 2 euclidean (the default), p > 2 the p-norm.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,7 @@ class EmbeddingTask:
     cache_prompt: bool = False  # an embedding never reuses a slot's cache
     id_slot: int = -1
     rerank: bool = False  # a (query, document) pair: the answer is the reranker's score
+    media: dict[int, Any] = field(default_factory=dict)  # first cell -> mtmd chunk (media.py)
 
 
 def normalize(v: np.ndarray, norm: int) -> np.ndarray:

@@ -291,16 +291,6 @@ class Engine:
 
         return tokens
 
-    @property
-    def _no_media_embeddings(self) -> Callable[[str, list[Any]], MediaTokens] | None:
-        if self.projector is None:
-            return None  # tokenize_prompts says the model takes no media
-
-        def refuse(text: str, files: list[Any]) -> MediaTokens:
-            raise ValueError("embeddings of prompts with media are not supported yet")
-
-        return refuse
-
     def _apply_caps(self, params: CompletionParams) -> CompletionParams:
         """The server's caps on what one request may ask for (``--n-predict-max``, ``--n-probs-max``)."""
         for name in ("n_probs", "prompt_logprobs"):
@@ -318,18 +308,21 @@ class Engine:
         """One task per input (the prompt forms of completions); each must fit one ubatch."""
         if not self.embedding:
             raise NotImplementedError("This server does not support embeddings. Start it with `--embeddings`")
-        prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True), self._no_media_embeddings)
+        prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
         tasks = []
         for i, tokens in enumerate(prompts):
             if not tokens:
                 raise ValueError("Input content cannot be empty")
-            self.check_prompt(tokens)
+            media = tokens.media if isinstance(tokens, MediaTokens) else {}
+            if media and self.pooling == "none":
+                raise ValueError("per-token embeddings (pooling none) of prompts with media are not supported")
+            self.check_prompt(tokens, with_media=bool(media))
             if len(tokens) > self.n_ubatch:
                 raise ValueError(
                     f"input ({len(tokens)} tokens) is too large to process. increase the physical batch size "
                     f"(current batch size: {self.n_ubatch})"
                 )
-            tasks.append(EmbeddingTask(tokens, index=i, normalize=normalize))
+            tasks.append(EmbeddingTask(tokens, index=i, normalize=normalize, media=media))
         return tasks
 
     def make_rerank_tasks(self, query: str, documents: list[str]) -> list[EmbeddingTask]:

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..mtmd import Chunk, Projector
 
-__all__ = ["MediaTokens", "chat_media", "is_media_cell", "load_media_url", "media_boundary", "multimodal_tokens"]
+__all__ = [
+    "MediaTokens",
+    "chat_media",
+    "content_prompts",
+    "is_media_cell",
+    "load_media_url",
+    "media_boundary",
+    "multimodal_tokens",
+]
 
 
 class MediaTokens(list[int]):
@@ -181,3 +189,29 @@ def chat_media(
             msg = {**msg, "content": parts}
         out.append(msg)
     return out, files
+
+
+def content_prompts(inputs: Any, marker: str | None, media_path: str | None, allow_remote: bool = True) -> Any:
+    """Embeddings inputs given as ``{"content": [parts]}`` (text and media parts, OpenAI-style)
+    turned into ``{"prompt_string", "multimodal_data"}`` prompts; other inputs pass unchanged."""
+    if not isinstance(inputs, list):
+        return content_prompts([inputs], marker, media_path, allow_remote)[0]
+    out = []
+    for item in inputs:
+        if isinstance(item, dict) and isinstance(item.get("content"), list):
+            text, files = [], []
+            for part in item["content"]:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind == "text":
+                    text.append(str(part.get("text", "")))
+                elif kind in _CHAT_MEDIA:
+                    if marker is None:
+                        raise ValueError(f"{_CHAT_MEDIA[kind][0]} input needs a multimodal projector (--mmproj)")
+                    field, key = _CHAT_MEDIA[kind]
+                    files.append(load_media_url(_part_url(part.get(field), key), media_path, allow_remote))
+                    text.append(marker)
+                else:
+                    raise ValueError("unsupported content[].type")
+            item = {"prompt_string": "".join(text), "multimodal_data": files} if files else "".join(text)
+        out.append(item)
+    return out
