@@ -82,10 +82,37 @@ class Chunk:
         return self.kind == "text"
 
 
+    def placeholder(self) -> Chunk:
+        """The chunk without its pixels (what a cache keeps of a medium already decoded)."""
+        return _wrap(lib.mtmd_input_chunk_get_placeholder(self.ptr))
+
+    def save(self) -> bytes:
+        """The chunk's metadata (not its pixels), as slot files keep it (``mtmd_input_chunk_save``)."""
+        size = ffi.new("size_t *")
+        if lib.mtmd_input_chunk_save(self.ptr, ffi.NULL, 0, size) != 0 or size[0] == 0:
+            raise LlamaError(f"cannot serialize the {self.kind} chunk")
+        buf = ffi.new("char[]", size[0])
+        if lib.mtmd_input_chunk_save(self.ptr, buf, size[0], ffi.NULL) != 0:
+            raise LlamaError(f"cannot serialize the {self.kind} chunk")
+        return ffi.unpack(buf, size[0])
+
+    @staticmethod
+    def load(data: bytes) -> Chunk:
+        """A chunk saved by :meth:`save` (a placeholder: it can be counted and cached, not encoded)."""
+        raw = lib.mtmd_input_chunk_load(ffi.from_buffer(data), len(data)) if data else ffi.NULL
+        if raw == ffi.NULL:
+            raise ValueError("cannot load a media chunk from the slot file")
+        return _wrap(raw)
+
+
 def _chunk(raw: Any) -> Chunk:
     """A copy of one of a chunk list's chunks, owned by the returned :class:`Chunk`."""
-    owner = _Owner(lib.mtmd_input_chunk_copy(raw), lib.mtmd_input_chunk_free)
-    ptr = owner.ptr
+    return _wrap(lib.mtmd_input_chunk_copy(raw))
+
+
+def _wrap(ptr: Any) -> Chunk:
+    """A :class:`Chunk` that owns (and frees) the C chunk ``ptr``."""
+    owner = _Owner(ptr, lib.mtmd_input_chunk_free)
     kind = _KINDS.get(lib.mtmd_input_chunk_get_type(ptr), "unknown")
     tokens: tuple[int, ...] = ()
     if kind == "text":

@@ -197,7 +197,7 @@ class ServerSettings(BaseSettings):
         None, "--path", env="LLAMA_ARG_STATIC_PATH", help="serve the page's static files from this folder instead"
     )
     offline: bool = arg(
-        False, "--offline", env="LLAMA_ARG_OFFLINE", help="never download: remote media URLs are refused"
+        False, "--offline", env="LLAMA_ARG_OFFLINE", help="no model downloads (this server makes none)"
     )
     verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
     log_disable: bool = arg(False, "--log-disable", help="no logs")

@@ -66,3 +66,27 @@ def test_a_projector_for_another_model_size_is_refused(vision, tmp_path: Path) -
         Projector(other, model, n_threads=1)
     with pytest.raises(FileNotFoundError):
         Projector(tmp_path / "missing.gguf", model)
+
+
+def test_slot_token_state_round_trips_media_in_llama_servers_format(vision) -> None:  # noqa: ANN001
+    from pyllama_yield.mtmd import Chunk
+    from pyllama_yield.server import token_state
+    from pyllama_yield.server.media import media_cell
+
+    _, projector = vision
+    chunks = projector.tokenize("A <img> B", [projector.media(make_test_image(seed=6))])
+    image = chunks[1].placeholder()
+    cell = media_cell(image.id or "")
+    tokens = [*chunks[0].tokens, *[cell] * image.n_tokens, *chunks[2].tokens]
+    packed = token_state.pack(tokens, {cell: image}.__getitem__)
+    assert packed[:2] == [-1, 1] and packed[2] == len(tokens)  # marker, version, then the token count
+    assert packed[3 : 3 + len(tokens)].count(-1) == image.n_tokens  # llama-server's cells: LLAMA_TOKEN_NULL
+    back, media = token_state.unpack(packed, Chunk.load)
+    assert back == tokens and [m.id for m in media] == [image.id]
+    assert token_state.unpack([5, 6, 7], Chunk.load) == ([5, 6, 7], [])  # a plain list, as older files
+    for bad, why in [(packed[:-3], "end of server tokens state|Cannot load media chunk"),
+                     ([-1, 2, 0, 0], "version"), ([-1, 1, 1, -1, 0], "Invalid tokens")]:  # fmt: skip
+        with pytest.raises(ValueError, match=why):
+            token_state.unpack(bad, Chunk.load)
+    with pytest.raises(KeyError):
+        token_state.pack(tokens, {}.__getitem__)

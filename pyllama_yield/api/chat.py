@@ -76,8 +76,7 @@ async def render_chat(state: AppState, body: dict[str, Any]) -> tuple[AppState, 
     ChatRequest.parse(body, media=projector is not None)  # the messages' shape, before the template sees them
     files: list[bytes] = []
     if projector is not None:  # media parts become markers in the text, their files go with the prompt
-        s = state.settings
-        args = (body["messages"], projector.marker, s.media_path, not s.offline)
+        args = (body["messages"], projector.marker, state.settings.media_path)
         body["messages"], files = await state.bridge.build(chat_media, *args)
     fields, parse = await state.bridge.build(state.engine.render_chat_request, body)
     if files:

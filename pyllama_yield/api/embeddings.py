@@ -32,9 +32,9 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
         raise ApiError('"input" or "content" must be provided')
     # validated above; the raw JSON goes on, its prompt forms are read by the engine
     if _has_content_parts(inputs):  # OpenAI-style parts: text and media, as a media prompt
-        projector, s = state.engine.projector, state.settings
+        projector = state.engine.projector
         marker = projector.marker if projector is not None else None
-        inputs = await state.bridge.build(content_prompts, inputs, marker, s.media_path, not s.offline)
+        inputs = await state.bridge.build(content_prompts, inputs, marker, state.settings.media_path)
     if oai and state.engine.pooling == "none":
         raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
     tasks = await state.bridge.build(state.engine.make_embedding_tasks, inputs, req.embd_normalize)

@@ -26,7 +26,7 @@ from .task import CompletionTask
 
 if TYPE_CHECKING:
     from ..llama import Batch, Context, Vocab
-    from ..mtmd import Projector
+    from ..mtmd import Chunk, Projector
     from ..queue import ServerQueue, ServerResponse
     from .lora import LoraSet
     from .metrics import Stats
@@ -58,6 +58,7 @@ class BatchLoop:
     clock: PhaseClock  # where the loop thread's time goes
     _decoding = False  # this step reached its decode (and so delivered what was held)
     _check_loop_thread: Callable[[], None]
+    remember_media: Callable[[Chunk], None]
     _send_error: Callable[..., None]
 
     def _update_slots(self) -> None:
@@ -237,6 +238,7 @@ class BatchLoop:
                     self._fail(s, f"failed to process mtmd chunk: {exc}")
                     break
                 self.clock.lap("decode")
+                self.remember_media(chunk.placeholder())
                 self.stats.add_prompt(chunk.n_tokens, now() - t0)
                 s.cache_tokens.extend(s.prompt_tokens[pos : pos + chunk.n_tokens])
                 s.n_prompt_done += chunk.n_tokens
@@ -268,7 +270,7 @@ class BatchLoop:
         if isinstance(s.task, EmbeddingTask):
             s.n_prompt_done += n
             if s.n_prompt_done == len(s.prompt_tokens):  # else a medium comes next (_eval_media)
-                self._send_embedding(s)
+                self._send_embedding(s, n)
             return
         if s.completion.params.prompt_logprobs >= 0:
             self._prompt_probs(s, n)
@@ -376,7 +378,9 @@ class BatchLoop:
         self.queue.pop_deferred_task(s.id)
         self.stats.publish()
 
-    def _send_embedding(self, s: Slot) -> None:
+    def _send_embedding(self, s: Slot, n_last: int) -> None:
+        """The answer of an embedding task whose last batch (``n_last`` tokens: the text after its
+        last medium, if it has media) was just decoded."""
         et = s.task
         assert isinstance(et, EmbeddingTask)
         n = len(s.prompt_tokens)
@@ -384,8 +388,8 @@ class BatchLoop:
             score = float(self.ctx.embeddings_seq(s.id)[0])
             payload = {"index": et.index, "score": score, "tokens_evaluated": n}
             self.responses.send(Result(s.id_task, payload))
-        elif self.pooling == "none":  # one vector per token, as they are
-            vectors = [self.ctx.embeddings(s.i_batch - n + 1 + j).tolist() for j in range(n)]
+        elif self.pooling == "none":  # one vector per token of the last batch, as they are
+            vectors = [self.ctx.embeddings(s.i_batch - n_last + 1 + j).tolist() for j in range(n_last)]
         else:
             vectors = [normalize(self.ctx.embeddings_seq(s.id), et.normalize).tolist()]
         if not et.rerank:

@@ -13,20 +13,21 @@ import logging
 import os
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from .. import rpc
 from ..common import CommonSampler
 from ..llama import Batch, Context, Model
-from ..mtmd import Projector
+from ..mtmd import Chunk, Projector
 from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
 from . import slot_files
 from .batching import BatchLoop
 from .chat import Chat
 from .config import ContextConfig, EngineConfig
 from .lora import LoraSet
-from .media import media_boundary
+from .media import media_boundary, media_cell
 from .metrics import PhaseClock, Stats
 from .params import DEFAULT_SEED
 from .prompt_cache import PromptCache, reuse_chunks
@@ -37,6 +38,8 @@ from .speculative import DraftModel, NoDraft
 from .task import CompletionTask
 
 __all__ = ["ServerContext"]
+
+MEDIA_KEPT = 256  # media placeholders kept for slot files (metadata only: a few hundred bytes each)
 
 log = logging.getLogger("pyllama_yield.server")
 
@@ -94,6 +97,7 @@ class ServerContext(BatchLoop):
         ch = config.chat  # a template or a built-in name; the model's own otherwise (ChatML when it has none)
         self.chat = Chat(self.model, ch.template, ch.use_jinja, ch.reasoning_format, ch.enable_thinking)
         self.projector = self._load_projector(config)
+        self.media_seen: OrderedDict[int, Chunk] = OrderedDict()  # see remember_media
         self.drafter: NoDraft = NoDraft()
         if config.draft.path is not None:
             self.drafter = DraftModel(config.draft, self.model, self._ctx_args, config.model.n_gpu_layers, c.n_parallel)
@@ -171,6 +175,15 @@ class ServerContext(BatchLoop):
             owner = getattr(self, name, None)
             if owner is not None:
                 owner.close()
+
+    def remember_media(self, chunk: Chunk) -> None:
+        """Keep a medium's placeholder (no pixels) by its cells' value: slot files save it. The
+        most recent ``MEDIA_KEPT`` media are kept."""
+        cell = media_cell(chunk.id or "")
+        self.media_seen[cell] = chunk
+        self.media_seen.move_to_end(cell)
+        while len(self.media_seen) > MEDIA_KEPT:
+            self.media_seen.popitem(last=False)
 
     def _load_projector(self, config: EngineConfig) -> Projector | None:
         """The ``--mmproj`` projector, with what it rules out (as llama-server decides)."""

@@ -314,8 +314,6 @@ class Engine:
             if not tokens:
                 raise ValueError("Input content cannot be empty")
             media = tokens.media if isinstance(tokens, MediaTokens) else {}
-            if media and self.pooling == "none":
-                raise ValueError("per-token embeddings (pooling none) of prompts with media are not supported")
             self.check_prompt(tokens, with_media=bool(media))
             if len(tokens) > self.n_ubatch:
                 raise ValueError(

@@ -91,15 +91,13 @@ DOWNLOAD_MAX_BYTES = 10 * 1024 * 1024
 DOWNLOAD_TIMEOUT_S = 10.0
 
 
-def load_media_url(url: Any, media_path: str | None, allow_remote: bool = True) -> bytes:
+def load_media_url(url: Any, media_path: str | None) -> bytes:
     """A chat part's media (``image_url.url``, ``input_audio.data``): an ``http(s)`` URL (fetched,
-    unless ``allow_remote`` is off: ``--offline``), a ``data:`` URI, a ``file://`` path inside
-    ``--media-path``, or raw base64, checked as llama-server checks them."""
+    as llama-server does, ``--offline`` or not: that flag is about model downloads), a ``data:``
+    URI, a ``file://`` path inside ``--media-path``, or raw base64, checked as llama-server does."""
     if not isinstance(url, str) or not url:
         raise ValueError("media URL must be a non-empty string")
     if url.startswith(("http://", "https://")):
-        if not allow_remote:
-            raise ValueError("Failed to download image: remote media URLs are not fetched (--offline)")
         return _download(url)
     if url.startswith("file://"):
         return _local_file(url[len("file://") :], media_path)
@@ -168,9 +166,7 @@ def _part_url(value: Any, key: str) -> Any:
     return value
 
 
-def chat_media(
-    messages: list[Any], marker: str, media_path: str | None, allow_remote: bool = True
-) -> tuple[list[Any], list[bytes]]:
+def chat_media(messages: list[Any], marker: str, media_path: str | None) -> tuple[list[Any], list[bytes]]:
     """A chat's ``image_url``/``input_audio`` parts read (:func:`load_media_url`) and replaced by
     media markers, in order: the messages for the template, and the files for the prompt."""
     files: list[bytes] = []
@@ -183,7 +179,7 @@ def chat_media(
                 kind = part.get("type") if isinstance(part, dict) else None
                 if kind in _CHAT_MEDIA:
                     field, key = _CHAT_MEDIA[kind]
-                    files.append(load_media_url(_part_url(part.get(field), key), media_path, allow_remote))
+                    files.append(load_media_url(_part_url(part.get(field), key), media_path))
                     part = {"type": "media_marker", "text": marker}
                 parts.append(part)
             msg = {**msg, "content": parts}
@@ -191,11 +187,11 @@ def chat_media(
     return out, files
 
 
-def content_prompts(inputs: Any, marker: str | None, media_path: str | None, allow_remote: bool = True) -> Any:
+def content_prompts(inputs: Any, marker: str | None, media_path: str | None) -> Any:
     """Embeddings inputs given as ``{"content": [parts]}`` (text and media parts, OpenAI-style)
     turned into ``{"prompt_string", "multimodal_data"}`` prompts; other inputs pass unchanged."""
     if not isinstance(inputs, list):
-        return content_prompts([inputs], marker, media_path, allow_remote)[0]
+        return content_prompts([inputs], marker, media_path)[0]
     out = []
     for item in inputs:
         if isinstance(item, dict) and isinstance(item.get("content"), list):
@@ -208,7 +204,7 @@ def content_prompts(inputs: Any, marker: str | None, media_path: str | None, all
                     if marker is None:
                         raise ValueError(f"{_CHAT_MEDIA[kind][0]} input needs a multimodal projector (--mmproj)")
                     field, key = _CHAT_MEDIA[kind]
-                    files.append(load_media_url(_part_url(part.get(field), key), media_path, allow_remote))
+                    files.append(load_media_url(_part_url(part.get(field), key), media_path))
                     text.append(marker)
                 else:
                     raise ValueError("unsupported content[].type")

@@ -7,8 +7,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..llama import LlamaError
+from ..mtmd import Chunk
 from ..queue import Result, Task
-from .media import is_media_cell
+from . import token_state
 from .slot import Slot
 
 if TYPE_CHECKING:
@@ -40,9 +41,18 @@ def _send_done(
 
 
 def save(srv: ServerContext, task: Task) -> None:
+    """The slot's KV cache and its tokens in llama-server's packed format (``token_state.py``)."""
     slot, path = _slot_and_path(srv, task)
     t0 = time.perf_counter()
-    n_bytes = srv.ctx.save_seq_state_file(path, slot.id, slot.cache_tokens)
+
+    def chunk_for(cell: int) -> Chunk:
+        chunk = srv.media_seen.get(cell)
+        if chunk is None:
+            raise ValueError("Cannot serialize media chunk in server tokens: its medium is no longer known")
+        return chunk
+
+    packed = token_state.pack(slot.cache_tokens, chunk_for)
+    n_bytes = srv.ctx.save_seq_state_file(path, slot.id, packed)
     _send_done(srv, task, slot, path, t0, "save", {"n_saved": len(slot.cache_tokens), "n_written": n_bytes})
 
 
@@ -51,13 +61,20 @@ def restore(srv: ServerContext, task: Task) -> None:
     t0 = time.perf_counter()
     srv.ctx.seq_rm(slot.id)
     try:
-        slot.cache_tokens = srv.ctx.load_seq_state_file(path, slot.id, srv.n_ctx_slot)
-    except LlamaError as exc:  # a file of another model or cache layout: the client's to fix
-        srv.clear_slot_cache(slot)
-        raise ValueError(f"Unable to restore slot: {exc}") from None
-    if srv.projector is None and any(is_media_cell(t) for t in slot.cache_tokens):
+        # the packed list may be longer than a slot's context (media metadata): the file bounds it
+        capacity = max(srv.n_ctx_slot, os.path.getsize(path) // 4) if os.path.isfile(path) else srv.n_ctx_slot
+        packed = srv.ctx.load_seq_state_file(path, slot.id, capacity)
+        tokens, media = token_state.unpack(packed, Chunk.load)
+        if media and srv.projector is None:
+            raise ValueError("Cannot restore media tokens without an mmproj")
+        if len(tokens) > srv.n_ctx_slot:
+            raise ValueError(f"the file holds {len(tokens)} tokens, more than a slot's context ({srv.n_ctx_slot})")
+    except (LlamaError, ValueError) as exc:  # another model, cache layout or server: the client's to fix
         srv.clear_slot_cache(slot)  # the slot stays usable, empty
-        raise ValueError("Unable to restore slot: Cannot restore media tokens without an mmproj")
+        raise ValueError(f"Unable to restore slot: {exc}") from None
+    for chunk in media:
+        srv.remember_media(chunk)
+    slot.cache_tokens = tokens
     for draft_ctx in srv.drafter.contexts:
         draft_ctx.seq_rm(slot.id)
     srv.drafter.prefill(slot, len(slot.cache_tokens))
