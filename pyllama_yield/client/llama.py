@@ -17,7 +17,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..mtmd import Chunk
 from ..queue import Result, TaskType
+from ..server import token_state
 from ..server.async_reader import AsyncReader
 from ..server.chat import openai_chat_fields
 from ..server.engine import Engine
@@ -364,7 +366,9 @@ def _unknown_turn_ends(engine: Engine) -> list[str]:
 
 
 def _state_tokens(data: bytes) -> list[int]:
-    """The tokens at the head of a llama.cpp sequence-state file (magic, version, count, tokens)."""
+    """The tokens at the head of a llama.cpp sequence-state file (magic, version, count, tokens),
+    unpacked from llama-server's packed format the slot files use (``server/token_state.py``)."""
     n = struct.unpack_from("<I", data, 8)[0] if len(data) >= 12 else 0
-    return list(struct.unpack_from(f"<{n}i", data, 12)) if n else []
+    packed = list(struct.unpack_from(f"<{n}i", data, 12)) if n else []
+    return token_state.unpack(packed, Chunk.load)[0]
 
