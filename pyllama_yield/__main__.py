@@ -189,14 +189,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: {failure[0]}", file=sys.stderr)
         return 1
     if state.engine is not None and state.engine.failure is not None:
-        # a thread is parked inside llama.cpp for good: skip the exit-time cleanup that would join it
-        print(f"error: {state.engine.failure}", file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1)
+        _exit_failed(state.engine.failure)
     left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     print(f"shut down: {'threads left: ' + ', '.join(left) if left else 'no thread left'}", file=sys.stderr)
     return 1 if left else 0
+
+
+def _exit_failed(failure: str) -> None:
+    """End a server whose engine failed for good: a thread of it is parked inside llama.cpp, so
+    the exit-time cleanup (which would join it) is skipped."""
+    print(f"error: {failure}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
