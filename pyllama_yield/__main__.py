@@ -112,11 +112,41 @@ def _listen(hosts: list[str], port: int) -> list | None:
     return socks
 
 
-def _uvicorn_server(app, settings, port: int):  # noqa: ANN001, ANN202 - imported lazily
+def _server_tools(settings):  # noqa: ANN001, ANN202 - imported lazily
+    """What ``/tools`` serves: the ``--tools`` built-ins and the MCP servers' tools (their warm-up
+    runs here, before the server listens); None when neither is configured. Raises ValueError
+    (or ToolError) for a bad tool name, runtime or MCP config: the server must not start then."""
+    from pyllama_yield.tools import McpServers, ServerTools, load_mcp_configs
+
+    configs = load_mcp_configs(settings.mcp_servers_config, settings.mcp_servers_json)
+    if not settings.server_tools and not configs:
+        return None
+    mcp = McpServers(configs).start() if configs else None
+    try:
+        tools = ServerTools.build(settings.server_tools, mcp, settings.tools_runtime)
+    except BaseException:
+        if mcp is not None:
+            mcp.close()
+        raise
+    features = [f for f, on in (("server tools", settings.server_tools), ("tools runtime", settings.tools_runtime),
+                                ("MCP servers", mcp)) if on]
+    print(f"warning: experimental features enabled: {', '.join(features)}; do not expose this server to "
+          "untrusted clients", file=sys.stderr)
+    return tools
+
+
+def _uvicorn_server(app, settings, port: int, on_exit=None):  # noqa: ANN001, ANN202 - imported lazily
+    """``on_exit``: called as soon as a stop is asked for (before open connections are drained)."""
     import uvicorn
 
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001
+            if on_exit is not None:
+                on_exit()
+            super().handle_exit(sig, frame)
+
     log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
-    return uvicorn.Server(
+    return Server(
         uvicorn.Config(
             app,
             host=settings.host,
@@ -151,11 +181,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pyllama_yield.api import gcp
 
     port = gcp.port(settings.port)  # Vertex AI tells the port with AIP_HTTP_PORT
+    from pyllama_yield.tools import ToolError
+
+    try:
+        tools = _server_tools(settings)
+    except (ValueError, ToolError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     # Listen first and load the model in the background, as llama-server does: meanwhile every
     # request (/health too) gets 503 "Loading model".
-    app = build_app(None, settings)
+    app = build_app(None, settings, tools=tools)
     state = app.state.pyllama
-    server = _uvicorn_server(app, settings, port)
+    server = _uvicorn_server(app, settings, port, on_exit=tools.shutdown if tools else None)
     shutting_down = threading.Event()
     failure: list[BaseException] = []
 
@@ -176,6 +213,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     with ExitStack() as stack:
         stack.callback(state.close)  # last: joins the HTTP threads that engine.stop woke
+        if tools is not None:
+            stack.callback(tools.close)  # MCP server processes, the runtime's container
         loader = threading.Thread(target=load, args=(stack,), name="model-loader")
         # uvicorn handles Ctrl-C/SIGTERM while it runs, then re-raises them to the handlers it found:
         # make those no-ops, so the shutdown below runs instead of a KeyboardInterrupt or a kill

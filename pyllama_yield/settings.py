@@ -173,11 +173,49 @@ class ServerSettings(BaseSettings):
     api_key: str | None = arg(
         None, "--api-key", env="LLAMA_API_KEY", help="require 'Authorization: Bearer KEY' (comma-separated keys)"
     )
-    cors_origins: str = arg(
-        "*",
+    cors_origins: str | None = arg(
+        None,
         "--cors-origins",
         env="LLAMA_ARG_CORS_ORIGINS",
-        help="allowed CORS origins: '*' echoes the caller's, 'localhost' only local ones, or a list",
+        help="allowed CORS origins: '*' echoes the caller's, 'localhost' only local ones, or a list "
+        "(default: '*', or 'localhost' with --tools or MCP servers)",
+    )
+    # --- server-side tools for the web page's agent (experimental in llama-server too)
+    tools: list[str] | None = arg(
+        None,
+        "--tools",
+        env="LLAMA_ARG_TOOLS",
+        help="built-in tools served at /tools, comma-separated or 'all' (read_file, file_glob_search, grep_search, "
+        "exec_shell_command, write_file, edit_file, get_info); do not enable in untrusted environments",
+    )
+    tools_runtime: str | None = arg(
+        None,
+        "--tools-runtime",
+        env="LLAMA_ARG_TOOLS_RUNTIME",
+        help="run the tools in 'docker:<image>'/'podman:<image>' (a container of our own), "
+        "'docker-container:<id>'/'podman-container:<id>' or 'ssh:<target>' instead of on this host",
+    )
+    mcp_servers_config: str | None = arg(
+        None, "--mcp-servers-config", env="LLAMA_ARG_MCP_SERVERS_CONFIG", help="JSON file of MCP servers (mcpServers)"
+    )
+    mcp_servers_json: str | None = arg(
+        None, "--mcp-servers-json", env="LLAMA_ARG_MCP_SERVERS_JSON", help="MCP servers as inline JSON (mcpServers)"
+    )
+    ui_mcp_proxy: bool = arg(
+        False,
+        "--ui-mcp-proxy",
+        "--webui-mcp-proxy",
+        neg=("--no-ui-mcp-proxy", "--no-webui-mcp-proxy"),
+        env="LLAMA_ARG_UI_MCP_PROXY",
+        help="serve /cors-proxy for the page's MCP clients; do not enable in untrusted environments",
+    )
+    agent: bool = arg(
+        False,
+        "-ag",
+        "--agent",
+        neg=("-no-ag", "--no-agent"),
+        env="LLAMA_ARG_AGENT",
+        help="--tools all and --ui-mcp-proxy together",
     )
     alias: str | None = arg(None, "-a", "--alias", env="LLAMA_ARG_ALIAS", help="model name in answers and /v1/models")
     tags: str | None = arg(None, "--tags", env="LLAMA_ARG_TAGS", help="comma-separated model tags (informational)")
@@ -423,6 +461,26 @@ class ServerSettings(BaseSettings):
         if self.lora_init_without_apply:
             specs = [(path, 0.0) for path, _ in specs]
         return specs
+
+    @property
+    def server_tools(self) -> list[str]:
+        """The built-in tools asked for (``--tools``, comma-separated and repeatable; ``--agent``: all)."""
+        if self.agent:
+            return ["all"]
+        return [name.strip() for item in self.tools or [] for name in item.split(",") if name.strip()]
+
+    @property
+    def mcp_proxy(self) -> bool:
+        return self.ui_mcp_proxy or self.agent
+
+    @property
+    def cors_allowed(self) -> str:
+        """``--cors-origins`` as given; by default ``*``, but only local pages once tools can run
+        commands on this machine (llama-server's rule)."""
+        if self.cors_origins is not None:
+            return self.cors_origins
+        agentic = self.server_tools or self.mcp_servers_config or self.mcp_servers_json
+        return "localhost" if agentic else "*"
 
     @property
     def n_parallel(self) -> int:

@@ -6,22 +6,38 @@ The HTTP layer only posts tasks and reads results; it never calls llama.cpp. Nee
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..server import Engine
 from ..settings import ServerSettings
-from . import admin, anthropic, chat, embeddings, gcp, native, openai, openapi, responses
+from ..tools import ServerTools
+from . import (
+    admin,
+    anthropic,
+    chat,
+    cors_proxy,
+    embeddings,
+    gcp,
+    native,
+    openai,
+    openapi,
+    responses,
+    stream_routes,
+    tools,
+)
 from .app_state import AppState
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
+from .streams import CONVERSATION_HEADER, RESUMABLE_PATHS
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -43,12 +59,16 @@ def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
         try:
             if wakes and state.engine.is_sleeping:
                 await state.bridge.run(state.engine.wait_until_awake)
-            return await fn(request)
+            response = await fn(request)
         except ApiError as exc:
             return error_response(exc)
         except Exception as exc:  # our own fault: a 500 in the error shape, the traceback in the log
             log.exception("%s %s failed", request.method, request.url.path)
             return error_response(ApiError(f"{type(exc).__name__}: {exc}", 500, "server_error"))
+        conversation = request.headers.get(CONVERSATION_HEADER)
+        if conversation and isinstance(response, StreamingResponse) and request.url.path in RESUMABLE_PATHS:
+            return state.streams.resumable(conversation, response)  # the generation outlives its client
+        return response
 
     return wrapped
 
@@ -68,6 +88,9 @@ def _gated(fn: Handler, enabled: Callable[[ServerSettings], bool], flag: str, wh
 # what a sleeping server answers without waking up (as llama-server): the rest wakes it first
 STAY_ASLEEP = {("/", "GET"), ("/health", "GET"), ("/v1/health", "GET"), ("/metrics", "GET"), ("/props", "GET")}
 STAY_ASLEEP |= {("/models", "GET"), ("/v1/models", "GET"), ("/openapi.json", "GET"), ("/_app/version.json", "GET")}
+# nor do the routes that never touch the model
+STAY_ASLEEP |= {("/tools", "GET"), ("/tools", "POST"), ("/cors-proxy", "GET"), ("/cors-proxy", "POST")}
+STAY_ASLEEP |= {("/v1/stream", "GET"), ("/v1/stream", "DELETE"), ("/v1/streams/lookup", "POST")}
 
 # path, handler, methods, public (no API key needed)
 ROUTES: list[tuple[str, Handler, list[str], bool]] = [
@@ -109,17 +132,36 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/responses/input_tokens", responses.count_tokens, ["POST"], False),
     ("/v1/messages", anthropic.messages, ["POST"], False),
     ("/v1/messages/count_tokens", anthropic.count_tokens, ["POST"], False),
+    ("/v1/stream", stream_routes.get_stream, ["GET"], False),
+    ("/v1/stream", stream_routes.delete_stream, ["DELETE"], False),
+    ("/v1/streams/lookup", stream_routes.lookup_streams, ["POST"], False),
+    ("/tools", tools.get_tools, ["GET"], False),
+    ("/tools", tools.post_tools, ["POST"], False),
+    ("/cors-proxy", cors_proxy.cors_proxy, ["GET"], False),
+    ("/cors-proxy", cors_proxy.cors_proxy, ["POST"], False),
 ]
 
 
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    yield
+    app.state.pyllama.streams.close()  # on the event loop: pumps cancelled, readers released
+
+
 def build_app(
-    engine: Engine | None, settings: ServerSettings | None = None, *, poll_interval_s: float = 0.25
+    engine: Engine | None,
+    settings: ServerSettings | None = None,
+    *,
+    poll_interval_s: float = 0.25,
+    tools: ServerTools | None = None,
 ) -> Starlette:
     """The Starlette app for ``settings`` (the flags). It serves ``engine`` (a started server context)
     once attached: pass it here, or later with ``app.state.pyllama.attach(engine)`` (until then every
-    request gets 503 "Loading model", as llama-server answers while it loads)."""
+    request gets 503 "Loading model", as llama-server answers while it loads). ``tools``: what
+    ``/tools`` serves (``--tools`` and MCP servers; None: the route answers 403)."""
     settings = settings or ServerSettings()
     state = AppState(settings, poll_interval_s)
+    state.tools = tools
     routes: list[BaseRoute] = [
         Route(path, _endpoint(fn, public, (path, methods[0]) not in STAY_ASLEEP), methods=methods)
         for path, fn, methods, public in ROUTES
@@ -132,9 +174,9 @@ def build_app(
     if settings.ui:  # the page's other files, public as in llama-server (the API key guards the API)
         routes.append(Mount("/", StaticFiles(directory=settings.path or admin.WEBUI), name="webui"))
     middleware = [
-        Middleware(ServerMiddleware, cors_origins=settings.cors_origins, unavailable=lambda: state.unavailable)
+        Middleware(ServerMiddleware, cors_origins=settings.cors_allowed, unavailable=lambda: state.unavailable)
     ]
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan)
     app.state.pyllama = state
     described = [(path, methods[0], public) for path, _, methods, public in ROUTES]
     if gcp.enabled():

@@ -9,8 +9,10 @@ from starlette.requests import Request
 
 from ..server import Engine
 from ..settings import ServerSettings
+from ..tools import ServerTools
 from .bridge import Bridge
 from .errors import ApiError
+from .streams import StreamSessions
 
 
 class AppState:
@@ -22,6 +24,8 @@ class AppState:
         self.poll_interval_s = poll_interval_s
         self.engine: Engine = None  # type: ignore[assignment]  # set by attach()
         self.bridge: Bridge = None  # type: ignore[assignment]
+        self.streams = StreamSessions()  # resumable streams (X-Conversation-Id)
+        self.tools: ServerTools | None = None  # /tools (--tools, MCP servers)
 
     @property
     def unavailable(self) -> str | None:

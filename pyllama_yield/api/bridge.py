@@ -42,8 +42,8 @@ def named_event_sse(item: dict[str, Any]) -> str:
 class DisconnectWatch:
     """Sets ``event`` when the client goes away (the ASGI ``http.disconnect`` message)."""
 
-    def __init__(self, request: Request) -> None:
-        self.event = threading.Event()
+    def __init__(self, request: Request, event: threading.Event | None = None) -> None:
+        self.event = event or threading.Event()
         self._request = request
         self._task: asyncio.Task | None = None
 

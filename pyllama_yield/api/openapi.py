@@ -36,6 +36,18 @@ ERROR_SCHEMA: dict[str, Any] = {
 _ERROR_RESPONSE = {"content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
 
 
+# a body that is not ours to describe: the proxied request's
+OPAQUE_BODIES = {"/cors-proxy"}
+_CONVERSATION = ("conv_id", True, {"type": "string"})
+QUERY_PARAMS: dict[tuple[str, str], tuple[tuple[str, bool, dict[str, Any]], ...]] = {
+    ("/slots/{id_slot}", "POST"): (("action", True, {"enum": ["save", "restore", "erase"]}),),
+    ("/v1/stream", "GET"): (_CONVERSATION, ("from", False, {"type": "integer", "minimum": 0})),
+    ("/v1/stream", "DELETE"): (_CONVERSATION,),
+    ("/cors-proxy", "GET"): (("url", True, {"type": "string"}),),
+    ("/cors-proxy", "POST"): (("url", True, {"type": "string"}),),
+}
+
+
 def _operation(path: str, method: str, public: bool, body: dict[str, Any] | None) -> dict[str, Any]:
     name = path.strip("/").replace("/", "_").replace("{", "").replace("}", "") or "index"
     op: dict[str, Any] = {
@@ -50,11 +62,13 @@ def _operation(path: str, method: str, public: bool, body: dict[str, Any] | None
         op["security"] = [{"apiKey": []}, {}]  # only when the server has --api-key
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    elif path in OPAQUE_BODIES and method == "POST":
+        op["requestBody"] = {"required": False, "content": {"application/octet-stream": {"schema": {}}}}
     params = [{"name": p, "in": "path", "required": True, "schema": {"type": "integer"}} for p in _path_params(path)]
-    if path == "/slots/{id_slot}":
-        params.append(
-            {"name": "action", "in": "query", "required": True, "schema": {"enum": ["save", "restore", "erase"]}}
-        )
+    params += [
+        {"name": name, "in": "query", "required": required, "schema": schema}
+        for name, required, schema in QUERY_PARAMS.get((path, method), ())
+    ]
     if params:
         op["parameters"] = params
     return op

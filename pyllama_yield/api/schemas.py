@@ -198,7 +198,23 @@ class PropsRequest(_Open):
 
 
 # (path, method) -> the model of its JSON body
+class ToolCallRequest(BaseModel):
+    """``POST /tools``: one server-side tool call (``--tools`` / MCP servers)."""
+
+    tool: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    stream: bool = False
+
+
+class StreamLookupRequest(BaseModel):
+    """``POST /v1/streams/lookup``: which of these conversations have a resumable stream."""
+
+    conversation_ids: list[str] = Field(default_factory=list)
+
+
 REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
+    ("/tools", "POST"): ToolCallRequest,
+    ("/v1/streams/lookup", "POST"): StreamLookupRequest,
     ("/props", "POST"): PropsRequest,
     ("/apply-template", "POST"): ApplyTemplateRequest,
     ("/slots/{id_slot}", "POST"): SlotFileRequest,
