@@ -50,7 +50,8 @@ def _flag_info(info: FieldInfo) -> dict[str, Any]:
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    for name, info in ServerSettings.model_fields.items():
+    own = ServerSettings.__annotations__  # the model's and the server's flags first in --help, then the groups'
+    for name, info in sorted(ServerSettings.model_fields.items(), key=lambda item: item[0] not in own):
         extra = _flag_info(info)
         flags: list[str] = extra["flags"]
         neg: list[str] = extra["neg"]

@@ -3,7 +3,10 @@ resumable streams (X-Conversation-Id), on a served tiny model."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +20,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("mcp")
 
-from http_server import API_KEY, AUTH, start_server, stop_server  # noqa: E402
+from http_server import API_KEY, AUTH, free_port, start_server, stop_server  # noqa: E402
 
 MCP_SERVER = Path(__file__).parent / "fixtures" / "mcp_test_server.py"
 pytestmark = pytest.mark.timeout(300)
@@ -154,6 +157,41 @@ def test_concurrent_mcp_calls_share_one_server(agent: httpx.Client) -> None:
     assert sorted(r.json()["plain_text_response"] for r in results) == sorted(f"echo: m{i}" for i in range(8))
     pids = {call(agent, "t_pid", {}).json()["plain_text_response"] for _ in range(3)}
     assert len(pids) == 1  # started once, then kept
+
+
+@pytest.fixture
+def http_mcp_server() -> Iterator[str]:
+    """The fixture MCP server over streamable HTTP; its URL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(MCP_SERVER), "--http", str(port)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # ready once it accepts connections
+            assert proc.poll() is None and time.monotonic() < deadline, "the HTTP MCP server did not start"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+def test_a_remote_mcp_server_over_streamable_http(tiny_model_path: Path, http_mcp_server: str) -> None:
+    remote = {"url": http_mcp_server, "headers": {"X-Test-Token": "sent-by-config"}}
+    proc, base = start_server(tiny_model_path, "--mcp-servers-json", mcp_json(remote=remote))
+    try:
+        names = [t["tool"] for t in httpx.get(f"{base}/tools", timeout=30).json()]
+        assert {"remote_echo", "remote_header"} <= set(names)
+
+        def call_remote(tool: str, params: dict[str, Any]) -> Any:
+            return httpx.post(f"{base}/tools", json={"tool": tool, "params": params}, timeout=60).json()
+
+        assert call_remote("remote_echo", {"message": "hi"}) == {"plain_text_response": "echo: hi"}
+        assert call_remote("remote_header", {"name": "x-test-token"}) == {"plain_text_response": "sent-by-config"}
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
 
 
 def test_a_crashed_mcp_server_is_started_again(agent: httpx.Client) -> None:

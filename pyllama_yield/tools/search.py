@@ -12,7 +12,8 @@ from typing import Any
 
 from .base import Push, Tool
 from .glob import path_glob_match
-from .io import ListEntry, ListKind, make_tools_io
+from .io import make_tools_io
+from .listing import ListEntry, ListKind
 from .params import function_definition, prop, required, value_bool, value_int, value_str
 
 __all__ = ["FileGlobSearchTool", "GrepSearchTool"]

@@ -1,10 +1,6 @@
-"""``serve`` settings: llama-server's command line, its ``LLAMA_ARG_*`` environment variables and the
-per-request sampling defaults, from one definition.
-
-Each field names its llama-server flags (and the ``--no-`` form where llama-server has one) and its
-environment variable; ``cli.py`` builds the argument parser from these fields. A flag we cannot
-honour yet is still declared, so that using it is an error that names it, never silently ignored.
-"""
+"""``ServerSettings``: every flag of ``serve``. Each field names its llama-server flags (and the ``--no-``
+form where llama-server has one) and its environment variable. A flag we cannot honour yet is still
+declared, so that using it is an error that names it, never silently ignored."""
 
 from __future__ import annotations
 
@@ -12,50 +8,19 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
 
-from .server.params import CompletionParams
+from ..server.params import CompletionParams
+from .agent import AgentSettings
+from .defaults import RequestDefaults
+from .fields import NOT_YET, UnsupportedFlagError, arg, lora_scaled
+from .limits import ServerLimits
 
-__all__ = ["ServerSettings", "UnsupportedFlagError"]
-
-
-class UnsupportedFlagError(ValueError):
-    """A llama-server flag that this server cannot honour (yet)."""
-
-
-def arg(
-    default: Any,
-    *flags: str,
-    env: str | None = None,
-    neg: tuple[str, ...] = (),
-    help: str = "",  # noqa: A002 - argparse's name
-    supported: bool | str = True,
-) -> Any:
-    """A setting with its llama-server flags. ``supported`` is False for a flag we cannot honour,
-    or a reason string; such a setting must keep its default."""
-    return Field(
-        default,
-        validation_alias=env,  # the environment variable; flags and code use the field's name
-        json_schema_extra={"flags": list(flags), "neg": list(neg), "help": help, "supported": supported},
-    )
+__all__ = ["ServerSettings"]
 
 
-NOT_YET = "not supported by pyllama-yield yet"
-
-
-def _lora_scaled(spec: str) -> tuple[str, float]:
-    """``FNAME:SCALE`` of ``--lora-scaled`` (the last colon splits, so paths may hold colons)."""
-    path, _, scale = spec.rpartition(":")
-    try:
-        if path:
-            return path, float(scale)
-    except ValueError:
-        pass
-    raise ValueError(f"expected FNAME:SCALE, got {spec!r}")
-
-
-class ServerSettings(BaseSettings):
+class ServerSettings(RequestDefaults, ServerLimits, AgentSettings):
     """llama-server's options that matter to a server, with its defaults."""
 
     # only llama-server's LLAMA_ARG_* names (the aliases) and PYLLAMA_* ones are read from the environment
@@ -180,43 +145,6 @@ class ServerSettings(BaseSettings):
         help="allowed CORS origins: '*' echoes the caller's, 'localhost' only local ones, or a list "
         "(default: '*', or 'localhost' with --tools or MCP servers)",
     )
-    # --- server-side tools for the web page's agent (experimental in llama-server too)
-    tools: list[str] | None = arg(
-        None,
-        "--tools",
-        env="LLAMA_ARG_TOOLS",
-        help="built-in tools served at /tools, comma-separated or 'all' (read_file, file_glob_search, grep_search, "
-        "exec_shell_command, write_file, edit_file, get_info); do not enable in untrusted environments",
-    )
-    tools_runtime: str | None = arg(
-        None,
-        "--tools-runtime",
-        env="LLAMA_ARG_TOOLS_RUNTIME",
-        help="run the tools in 'docker:<image>'/'podman:<image>' (a container of our own), "
-        "'docker-container:<id>'/'podman-container:<id>' or 'ssh:<target>' instead of on this host",
-    )
-    mcp_servers_config: str | None = arg(
-        None, "--mcp-servers-config", env="LLAMA_ARG_MCP_SERVERS_CONFIG", help="JSON file of MCP servers (mcpServers)"
-    )
-    mcp_servers_json: str | None = arg(
-        None, "--mcp-servers-json", env="LLAMA_ARG_MCP_SERVERS_JSON", help="MCP servers as inline JSON (mcpServers)"
-    )
-    ui_mcp_proxy: bool = arg(
-        False,
-        "--ui-mcp-proxy",
-        "--webui-mcp-proxy",
-        neg=("--no-ui-mcp-proxy", "--no-webui-mcp-proxy"),
-        env="LLAMA_ARG_UI_MCP_PROXY",
-        help="serve /cors-proxy for the page's MCP clients; do not enable in untrusted environments",
-    )
-    agent: bool = arg(
-        False,
-        "-ag",
-        "--agent",
-        neg=("-no-ag", "--no-agent"),
-        env="LLAMA_ARG_AGENT",
-        help="--tools all and --ui-mcp-proxy together",
-    )
     alias: str | None = arg(None, "-a", "--alias", env="LLAMA_ARG_ALIAS", help="model name in answers and /v1/models")
     tags: str | None = arg(None, "--tags", env="LLAMA_ARG_TAGS", help="comma-separated model tags (informational)")
     threads_http: int = arg(-1, "--threads-http", env="LLAMA_ARG_THREADS_HTTP", help="threads waiting on requests")
@@ -234,9 +162,7 @@ class ServerSettings(BaseSettings):
     path: str | None = arg(
         None, "--path", env="LLAMA_ARG_STATIC_PATH", help="serve the page's static files from this folder instead"
     )
-    offline: bool = arg(
-        False, "--offline", env="LLAMA_ARG_OFFLINE", help="no model downloads (this server makes none)"
-    )
+    offline: bool = arg(False, "--offline", env="LLAMA_ARG_OFFLINE", help="no model downloads (this server makes none)")
     verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
     log_disable: bool = arg(False, "--log-disable", help="no logs")
     log_level: str = arg("warning", "--log-level", help="uvicorn's log level")
@@ -247,49 +173,6 @@ class ServerSettings(BaseSettings):
         env="LLAMA_ARG_TIMEOUT",
         help="seconds a request may take; then it is cancelled and answered 503",
     )
-
-    # --- limits (ours: llama-server has no such flags)
-    max_body_size: int = arg(
-        32 << 20,
-        "--max-body-size",
-        env="PYLLAMA_MAX_BODY_SIZE",
-        help="largest request body in bytes; larger ones get a 413 before they are read",
-    )
-    max_queue: int = arg(
-        256,
-        "--max-queue",
-        env="PYLLAMA_MAX_QUEUE",
-        help="requests waiting for a slot beyond the busy ones; more get a 503 with Retry-After",
-    )
-    n_predict_max: int = arg(
-        -1,
-        "--n-predict-max",
-        env="PYLLAMA_N_PREDICT_MAX",
-        help="largest n_predict a request may ask for (-1: no cap but the context)",
-    )
-    n_probs_max: int = arg(
-        100, "--n-probs-max", env="PYLLAMA_N_PROBS_MAX", help="largest n_probs / top_logprobs a request may ask for"
-    )
-
-    # --- per-request defaults (a request's own fields win)
-    n_predict: int = arg(-1, "-n", "--predict", "--n-predict", env="LLAMA_ARG_N_PREDICT", help="tokens to predict")
-    temp: float = arg(0.8, "--temp", "--temperature", env="LLAMA_ARG_TEMPERATURE")
-    top_k: int = arg(40, "--top-k", env="LLAMA_ARG_TOP_K")
-    top_p: float = arg(0.95, "--top-p", env="LLAMA_ARG_TOP_P")
-    min_p: float = arg(0.05, "--min-p", env="LLAMA_ARG_MIN_P")
-    typical: float = arg(1.0, "--typical", "--typical-p")
-    seed: int = arg(-1, "-s", "--seed", help="-1: a random seed per request")
-    repeat_last_n: int = arg(64, "--repeat-last-n")
-    repeat_penalty: float = arg(1.0, "--repeat-penalty", env="LLAMA_ARG_REPEAT_PENALTY")
-    presence_penalty: float = arg(0.0, "--presence-penalty", env="LLAMA_ARG_PRESENCE_PENALTY")
-    frequency_penalty: float = arg(0.0, "--frequency-penalty", env="LLAMA_ARG_FREQUENCY_PENALTY")
-    dry_multiplier: float = arg(0.0, "--dry-multiplier")
-    mirostat: int = arg(0, "--mirostat")
-    ignore_eos: bool = arg(False, "--ignore-eos")
-    samplers: str | None = arg(None, "--samplers", help="';'-separated sampler names")
-    grammar: str | None = arg(None, "--grammar", help="GBNF applied to every request")
-    json_schema: str | None = arg(None, "-j", "--json-schema", help="JSON schema applied to every request")
-    keep: int = arg(0, "--keep", help="prompt tokens kept on a context shift")
 
     # --- chat templates
     chat_template: str | None = arg(
@@ -415,10 +298,10 @@ class ServerSettings(BaseSettings):
 
     @field_validator("lora_scaled")
     @classmethod
-    def _check_lora_scaled(cls, value: list[str] | None) -> list[str] | None:
+    def _checklora_scaled(cls, value: list[str] | None) -> list[str] | None:
         for item in value or []:
             for spec in item.split(","):
-                _lora_scaled(spec)
+                lora_scaled(spec)
         return value
 
     @model_validator(mode="after")
@@ -457,21 +340,10 @@ class ServerSettings(BaseSettings):
     def lora_adapters(self) -> list[tuple[str, float]]:
         """``(path, scale)`` of ``--lora`` then ``--lora-scaled``: the adapters' ids in that order."""
         specs = [(path, 1.0) for item in self.lora or [] for path in item.split(",") if path]
-        specs += [_lora_scaled(spec) for item in self.lora_scaled or [] for spec in item.split(",") if spec]
+        specs += [lora_scaled(spec) for item in self.lora_scaled or [] for spec in item.split(",") if spec]
         if self.lora_init_without_apply:
             specs = [(path, 0.0) for path, _ in specs]
         return specs
-
-    @property
-    def server_tools(self) -> list[str]:
-        """The built-in tools asked for (``--tools``, comma-separated and repeatable; ``--agent``: all)."""
-        if self.agent:
-            return ["all"]
-        return [name.strip() for item in self.tools or [] for name in item.split(",") if name.strip()]
-
-    @property
-    def mcp_proxy(self) -> bool:
-        return self.ui_mcp_proxy or self.agent
 
     @property
     def cors_allowed(self) -> str:
@@ -479,8 +351,7 @@ class ServerSettings(BaseSettings):
         commands on this machine (llama-server's rule)."""
         if self.cors_origins is not None:
             return self.cors_origins
-        agentic = self.server_tools or self.mcp_servers_config or self.mcp_servers_json
-        return "localhost" if agentic else "*"
+        return "localhost" if self.agentic else "*"
 
     @property
     def n_parallel(self) -> int:
