@@ -86,6 +86,31 @@ def test_cwd_comes_from_the_header_only(agent: httpx.Client, tmp_path: Path) -> 
     assert (tmp_path / "sub" / "new.txt").read_text() == "x"
 
 
+def test_the_model_cannot_pick_the_runtime_or_answer_shape(agent: httpx.Client, tmp_path: Path) -> None:
+    # a model's own "runtime" would move the call elsewhere (an ssh host it names, with options):
+    # only the header may, and here there is none, so the command runs on the host as configured
+    marker = tmp_path / "ran-here"
+    params = {"command": f"touch {marker}", "runtime": "ssh:-oProxyCommand=touch /tmp/pwned", "resp_type": "base64"}
+    res = call(agent, "exec_shell_command", params)
+    assert res.status_code == 200 and "[exit code: 0]" in res.json()["plain_text_response"] and marker.exists()
+    (tmp_path / "t.txt").write_text("plain")
+    read = call(agent, "read_file", {"path": str(tmp_path / "t.txt"), "resp_type": "base64"})
+    assert read.json() == {"plain_text_response": "plain\n"}  # base64 only when the x-resp-type header asks
+
+
+def test_searches_do_not_follow_a_link_out_of_the_folder(agent: httpx.Client, tmp_path: Path) -> None:
+    outside, base = tmp_path / "outside", tmp_path / "base"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "secret.txt").write_text("needle outside\n")
+    base.mkdir()
+    (base / "inside.txt").write_text("needle inside\n")
+    (base / "escape").symlink_to(outside, target_is_directory=True)
+    globbed = call(agent, "file_glob_search", {"path": str(base), "include": "**"}).json()["plain_text_response"]
+    assert "inside.txt" in globbed and "secret.txt" not in globbed
+    grepped = call(agent, "grep_search", {"path": str(base), "pattern": "needle"}).json()["plain_text_response"]
+    assert "needle inside" in grepped and "needle outside" not in grepped
+
+
 def test_refusals_have_llama_servers_statuses(agent: httpx.Client) -> None:
     unknown = call(agent, "no_such_tool", {})
     assert unknown.status_code == 404 and 'unknown tool "no_such_tool"' in unknown.json()["message"]
