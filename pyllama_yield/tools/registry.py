@@ -45,11 +45,12 @@ class ServerTools:
         wanted = set(enabled)
         tools: list[Tool] = [t for t in build_builtin_tools() if "all" in wanted or t.name in wanted]
         taken = {t.name for t in tools}
-        for spec in mcp.tools if mcp else []:
-            tool = McpTool(spec, mcp)  # type: ignore[arg-type]  # mcp is set when it has tools
+        for tool in [McpTool(spec, mcp) for spec in mcp.tools] if mcp is not None else []:
             if tool.name in taken:
                 log.warning(
-                    'MCP tool "%s" from server "%s" collides with an existing tool, skipping', tool.name, spec.server
+                    'MCP tool "%s" from server "%s" collides with an existing tool, skipping',
+                    tool.name,
+                    tool.spec.server,
                 )
                 continue
             taken.add(tool.name)
