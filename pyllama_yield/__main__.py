@@ -115,7 +115,7 @@ def _listen(hosts: list[str], port: int) -> list | None:
 def _server_tools(settings):  # noqa: ANN001, ANN202 - imported lazily
     """What ``/tools`` serves: the ``--tools`` built-ins and the MCP servers' tools (their warm-up
     runs here, before the server listens); None when neither is configured. Raises ValueError
-    (or ToolError) for a bad tool name, runtime or MCP config: the server must not start then."""
+    for a bad tool name, runtime or MCP config: the server must not start then."""
     from pyllama_yield.tools import McpServers, ServerTools, load_mcp_configs
 
     configs = load_mcp_configs(settings.mcp_servers_config, settings.mcp_servers_json)
@@ -128,10 +128,20 @@ def _server_tools(settings):  # noqa: ANN001, ANN202 - imported lazily
         if mcp is not None:
             mcp.close()
         raise
-    features = [f for f, on in (("server tools", settings.server_tools), ("tools runtime", settings.tools_runtime),
-                                ("MCP servers", mcp)) if on]
-    print(f"warning: experimental features enabled: {', '.join(features)}; do not expose this server to "
-          "untrusted clients", file=sys.stderr)
+    features = [
+        f
+        for f, on in (
+            ("server tools", settings.server_tools),
+            ("tools runtime", settings.tools_runtime),
+            ("MCP servers", mcp),
+        )
+        if on
+    ]
+    print(
+        f"warning: experimental features enabled: {', '.join(features)}; do not expose this server to "
+        "untrusted clients",
+        file=sys.stderr,
+    )
     return tools
 
 
@@ -173,19 +183,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pyllama_yield.cli import settings_from_args
 
     settings = settings_from_args(args)
-    if settings.verbose:  # the server's own debug lines (slots, prompt cache), as llama-server's -v
-        import logging
-
-        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-        logging.getLogger("pyllama_yield").setLevel(logging.DEBUG)
+    if settings.verbose:
+        _log_debug()
     from pyllama_yield.api import gcp
 
     port = gcp.port(settings.port)  # Vertex AI tells the port with AIP_HTTP_PORT
-    from pyllama_yield.tools import ToolError
-
     try:
         tools = _server_tools(settings)
-    except (ValueError, ToolError) as exc:
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     # Listen first and load the model in the background, as llama-server does: meanwhile every
@@ -224,6 +229,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.run(sockets=_listen(settings.hosts, port))  # returns on Ctrl-C / SIGTERM or a failed load
         shutting_down.set()  # a load still running gives up at its next progress report
         loader.join()
+    return _exit_code(failure, state)
+
+
+def _log_debug() -> None:
+    """The server's own debug lines (slots, prompt cache) on stderr, as llama-server's -v."""
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    logging.getLogger("pyllama_yield").setLevel(logging.DEBUG)
+
+
+def _exit_code(failure: list[BaseException], state) -> int:  # noqa: ANN001 - AppState, imported lazily
+    """What ``serve`` exits with once the HTTP server has stopped: 1 for a failed load, a failed
+    engine or a thread left running, else 0."""
+    import threading
+
     if failure:
         print(f"error: {failure[0]}", file=sys.stderr)
         return 1

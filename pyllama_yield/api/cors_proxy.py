@@ -10,7 +10,6 @@ or wrong once re-framed here (length, transfer encoding, CORS).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
 from starlette.background import BackgroundTask
@@ -90,10 +89,6 @@ async def cors_proxy(request: Request) -> Response:
         if k.lower() not in RESPONSE_HEADERS_DROPPED and not k.lower().startswith("access-control-")
     }
 
-    async def body_chunks() -> AsyncIterator[bytes]:
-        async for chunk in upstream.aiter_bytes():  # decoded: Content-Encoding is not sent back
-            yield chunk
-
     async def close() -> None:
         await upstream.aclose()
         await client.aclose()
@@ -101,4 +96,5 @@ async def cors_proxy(request: Request) -> Response:
     if upstream.status_code in (204, 304) or request.method == "HEAD":  # no body may follow these
         await close()
         return Response(status_code=upstream.status_code, headers=headers)
-    return StreamingResponse(body_chunks(), upstream.status_code, headers, background=BackgroundTask(close))
+    # decoded bytes: Content-Encoding is not sent back
+    return StreamingResponse(upstream.aiter_bytes(), upstream.status_code, headers, background=BackgroundTask(close))

@@ -197,7 +197,6 @@ class PropsRequest(_Open):
     """``POST /props`` (with ``--props``): accepted and ignored, as llama-server does."""
 
 
-# (path, method) -> the model of its JSON body
 class ToolCallRequest(BaseModel):
     """``POST /tools``: one server-side tool call (``--tools`` / MCP servers)."""
 
@@ -212,6 +211,7 @@ class StreamLookupRequest(BaseModel):
     conversation_ids: list[str] = Field(default_factory=list)
 
 
+# (path, method) -> the model of its JSON body
 REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("/tools", "POST"): ToolCallRequest,
     ("/v1/streams/lookup", "POST"): StreamLookupRequest,

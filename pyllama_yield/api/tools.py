@@ -11,7 +11,6 @@ for a refused runtime. Off (403) unless ``--tools`` or MCP servers are configure
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -23,7 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..tools import ServerTools, Tool, ToolArgumentError, ToolError, UnknownToolError
 from ..tools.params import json_type, required
 from .app_state import AppState, json_value
-from .bridge import DisconnectWatch
+from .bridge import DisconnectWatch, sse
 from .cors_proxy import feature_disabled
 from .errors import ApiError
 
@@ -54,21 +53,16 @@ async def post_tools(request: Request) -> Response:
         name, params, stream = _call(await json_value(request))
         tool = tools.find(name, stream)
         params = tools.call_params(params, request.headers)
+        if stream:
+            return _stream(request, tool, params)
+        state: AppState = request.app.state.pyllama
+        return JSONResponse(await state.bridge.run(tool.invoke, params, None))
     except ApiError as exc:  # malformed JSON, or a body over --max-body-size
         return _bare_error(str(exc), exc.status, exc.kind)
     except ToolArgumentError as exc:
         return _bare_error(str(exc), 400, "invalid_request_error")
     except UnknownToolError as exc:
         return _bare_error(str(exc), 404, "invalid_request_error")
-    except ToolError as exc:
-        return _bare_error(str(exc), 500, "server_error")
-    if stream:
-        return _stream(request, tool, params)
-    state: AppState = request.app.state.pyllama
-    try:
-        return JSONResponse(await state.bridge.run(tool.invoke, params, None))
-    except ToolArgumentError as exc:
-        return _bare_error(str(exc), 400, "invalid_request_error")
     except ToolError as exc:
         return _bare_error(str(exc), 500, "server_error")
 
@@ -107,17 +101,17 @@ def _stream(request: Request, tool: Tool, params: dict[str, Any]) -> StreamingRe
             done["error"] = str(exc) or type(exc).__name__
         loop.call_soon_threadsafe(events.put_nowait, done)
 
-    async def sse() -> AsyncIterator[str]:
+    async def stream_events() -> AsyncIterator[str]:
         with DisconnectWatch(request, gone):  # the tool's push() sees the client leave
             worker = asyncio.ensure_future(state.bridge.run(run))
             try:
                 while True:
                     event = await events.get()
-                    yield f"data: {json.dumps(event)}\n\n"
+                    yield sse(event)
                     if event.get("done"):
                         return
             finally:
                 gone.set()
                 await worker
 
-    return StreamingResponse(sse(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(stream_events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
