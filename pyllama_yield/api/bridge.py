@@ -214,9 +214,14 @@ class Bridge:
             finally:
                 reader.stop()  # cancels the request if the client went away mid-stream
 
+        async def stop_reader() -> None:
+            # On the event loop: Starlette would run a plain function on a worker thread (a
+            # thread hop per request), and the reader's timer handle belongs to this loop.
+            reader.stop()
+
         return StreamingResponse(
             events(),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            background=BackgroundTask(reader.stop),  # also when the stream never started
+            background=BackgroundTask(stop_reader),  # also when the stream never started
         )

@@ -160,6 +160,7 @@ class ServerContext(BatchLoop):
         self.responses.terminate()
         for slot in self.slots:
             slot.reset()
+            slot.close_samplers()
         self._free()
 
     def abandon(self) -> None:
@@ -325,7 +326,7 @@ class ServerContext(BatchLoop):
         self.stats.add(prompt_tokens_cached=n_keep)
         slot.generated = []
         slot.text = TextStream(ct.params.stop)
-        slot.sampler = sampler
+        slot.take_sampler(sampler)
         for tok in tokens:  # penalties look back over the prompt too, as in llama-server
             if tok >= 0:  # not a media cell
                 sampler.accept(tok, is_generated=False)
