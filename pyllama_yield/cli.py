@@ -156,6 +156,8 @@ def engine_config(settings: ServerSettings, model_path: str | None = None) -> En
             cache_idle_slots=settings.cache_idle_slots,
             slot_prompt_similarity=settings.slot_prompt_similarity,
             context_shift=settings.context_shift,
+            ctx_checkpoints=settings.ctx_checkpoints,
+            checkpoint_min_step=settings.checkpoint_min_step,
         ),
         limits=LimitsConfig(
             n_predict_max=settings.n_predict_max,

@@ -201,6 +201,16 @@ class Model(_Owner):
         return lib.llama_model_n_ctx_train(self.ptr)
 
     @property
+    def n_swa(self) -> int:
+        """Positions a sliding-window attention layer sees (0: the model has none)."""
+        return lib.llama_model_n_swa(self.ptr)
+
+    @property
+    def has_recurrent_state(self) -> bool:
+        """A recurrent or hybrid model: part of its memory cannot be rolled back to a position."""
+        return bool(lib.llama_model_is_recurrent(self.ptr) or lib.llama_model_is_hybrid(self.ptr))
+
+    @property
     def n_embd(self) -> int:
         return lib.llama_model_n_embd(self.ptr)
 
@@ -535,7 +545,11 @@ def _ggml_type(name: str) -> int:
     return value
 
 
-_SEQ_FLAGS_NONE = 0  # LLAMA_STATE_SEQ_FLAGS_NONE (a macro: not in the cffi declarations)
+# LLAMA_STATE_SEQ_FLAGS_NONE / _PARTIAL_ONLY (macros: not in the cffi declarations). A partial
+# state is only what cannot be rolled back by removing positions: the sliding-window (SWA) cache's
+# cells, a recurrent model's state.
+_SEQ_FLAGS_NONE = 0
+_SEQ_FLAGS_PARTIAL_ONLY = 1
 
 
 def _attach_threadpools(ctx: Any, n_threads: int, n_threads_batch: int, poll: int) -> tuple[Any, ...]:
@@ -781,6 +795,12 @@ class Context(_Owner):
         self.ptr  # noqa: B018
         return lib.llama_memory_seq_pos_max(self._mem, seq_id)
 
+    def seq_pos_min(self, seq_id: int) -> int:
+        """The smallest position the memory still holds for ``seq_id`` (-1: none): above 0 once a
+        sliding window has dropped the oldest cells."""
+        self.ptr  # noqa: B018
+        return lib.llama_memory_seq_pos_min(self._mem, seq_id)
+
     # state ---------------------------------------------------------------------------------
     def state_bytes(self) -> bytes:
         size = lib.llama_state_get_size(self.ptr)
@@ -793,21 +813,25 @@ class Context(_Owner):
         if n == 0:
             raise LlamaError(_with_cause("llama.cpp rejected the state data"))
 
-    def seq_state_size(self, seq_id: int) -> int:
-        return lib.llama_state_seq_get_size_ext(self.ptr, seq_id, _SEQ_FLAGS_NONE)
+    def seq_state_size(self, seq_id: int, *, partial: bool = False) -> int:
+        flags = _SEQ_FLAGS_PARTIAL_ONLY if partial else _SEQ_FLAGS_NONE
+        return lib.llama_state_seq_get_size_ext(self.ptr, seq_id, flags)
 
-    def seq_state_bytes(self, seq_id: int, size: int | None = None) -> bytearray:
+    def seq_state_bytes(self, seq_id: int, size: int | None = None, *, partial: bool = False) -> bytearray:
         """One sequence's state (its KV cells), e.g. to keep a prompt in host memory; ``size``:
-        :meth:`seq_state_size` when the caller has it already (llama.cpp walks the cells for it)."""
-        size = self.seq_state_size(seq_id) if size is None else size
+        :meth:`seq_state_size` when the caller has it already (llama.cpp walks the cells for it).
+        ``partial``: only the part that removing positions cannot roll back (a context checkpoint)."""
+        size = self.seq_state_size(seq_id, partial=partial) if size is None else size
+        flags = _SEQ_FLAGS_PARTIAL_ONLY if partial else _SEQ_FLAGS_NONE
         buf = bytearray(size)
-        n = lib.llama_state_seq_get_data_ext(self.ptr, ffi.from_buffer(buf), size, seq_id, _SEQ_FLAGS_NONE)
+        n = lib.llama_state_seq_get_data_ext(self.ptr, ffi.from_buffer(buf), size, seq_id, flags)
         del buf[n:]
         return buf
 
-    def load_seq_state_bytes(self, data: bytes | bytearray, seq_id: int) -> None:
+    def load_seq_state_bytes(self, data: bytes | bytearray, seq_id: int, *, partial: bool = False) -> None:
         """Put a state from :meth:`seq_state_bytes` (of a context like this one) into ``seq_id``."""
-        n = lib.llama_state_seq_set_data_ext(self.ptr, ffi.from_buffer(data), len(data), seq_id, _SEQ_FLAGS_NONE)
+        flags = _SEQ_FLAGS_PARTIAL_ONLY if partial else _SEQ_FLAGS_NONE
+        n = lib.llama_state_seq_set_data_ext(self.ptr, ffi.from_buffer(data), len(data), seq_id, flags)
         if n != len(data):
             raise LlamaError(_with_cause(f"llama.cpp rejected the state of sequence {seq_id}"))
 

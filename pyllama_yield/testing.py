@@ -72,13 +72,17 @@ def make_tiny_model(
     vocab: str = "llama-spm",
     seed: int = 0,
     dtype: str = "f32",
+    sliding_window: int = 0,
 ) -> Path:
     """Write a random-weight GGUF model, ``llama`` or ``gemma3`` (its extra norms, tied output);
-    the same arguments give the same file."""
+    the same arguments give the same file. ``sliding_window`` (gemma3): that many positions of
+    sliding-window attention in five layers of six, as Gemma 3's (0: full attention everywhere)."""
     import gguf
 
     if arch not in ("llama", "gemma3"):
         raise ValueError(f"arch must be 'llama' or 'gemma3', got {arch!r}")
+    if sliding_window and arch != "gemma3":
+        raise ValueError("sliding_window needs arch='gemma3'")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if n_embd % n_head or n_head % n_head_kv:
@@ -102,6 +106,8 @@ def make_tiny_model(
     writer.add_head_count_kv(n_head_kv)
     if arch == "llama":
         writer.add_rope_dimension_count(head_dim)
+    if sliding_window:
+        writer.add_sliding_window(sliding_window)
     writer.add_layer_norm_rms_eps(1e-5)
     file_type = {
         "f32": gguf.LlamaFileType.ALL_F32,

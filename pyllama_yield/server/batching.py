@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..llama import Batch, Context, Vocab
     from ..mtmd import Chunk, Projector
     from ..queue import ServerQueue, ServerResponse
+    from .checkpoints import CheckpointPolicy
     from .lora import LoraSet
     from .metrics import Stats
     from .speculative import NoDraft
@@ -53,6 +54,7 @@ class BatchLoop:
     n_ctx_slot: int
     pooling: str
     context_shift: bool
+    checkpoints: CheckpointPolicy
     yield_decode: bool
     _running: threading.Event
     clock: PhaseClock  # where the loop thread's time goes
@@ -112,6 +114,7 @@ class BatchLoop:
             ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
             ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
         del s.cache_tokens[n_keep : n_keep + n_discard]
+        s.checkpoints = []  # their positions moved
         s.truncated = True
 
     def _step(self) -> None:
@@ -206,9 +209,12 @@ class BatchLoop:
                 s.i_batch = batch.n_tokens - 1
                 chunks[s.id] = end - start
                 continue
-            room = min(room, end - start)
-            chunk = s.prompt_tokens[start : start + room]
-            last = start + len(chunk) == len(s.prompt_tokens)
+            n_prompt = len(s.prompt_tokens)
+            stop = self.checkpoints.chunk_end(start, start + min(room, end - start), n_prompt)
+            chunk = s.prompt_tokens[start:stop]
+            last = stop == n_prompt
+            if not (start and s.prompt_tokens[start - 1] < 0):  # none right after a medium
+                self.checkpoints.maybe_create(self.ctx, s, start, stop, n_prompt)
             s.i_batch_first = batch.n_tokens
             every = s.completion.params.prompt_logprobs >= 0  # the logits of each prompt token
             batch.add_sequence(chunk, start, s.id, logits_last=last, logits_all=every)
@@ -248,7 +254,7 @@ class BatchLoop:
         """Drop what slot ``s`` holds in the KV cache (the draft model's too)."""
         for ctx in self.kv_contexts():
             ctx.seq_rm(s.id)
-        s.cache_tokens = []
+        s.cache_tokens, s.checkpoints = [], []
 
     def kv_contexts(self) -> tuple[Context, ...]:
         """The contexts whose KV caches hold the slots' sequences: the target's, and the draft's."""

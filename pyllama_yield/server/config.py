@@ -102,12 +102,14 @@ class ChatConfig:
 @dataclass(frozen=True)
 class CacheConfig:
     """Reusing what the KV cache holds: the host-memory prompt cache (MiB; 0 off, -1 no limit),
-    slot choice by prompt similarity, and context shift when a slot fills up."""
+    slot choice by prompt similarity, context shift when a slot fills up, and context checkpoints."""
 
     cache_ram_mib: int = 0
     cache_idle_slots: bool = False
     slot_prompt_similarity: float = 0.1
     context_shift: bool = False
+    ctx_checkpoints: int = 32  # per slot, for SWA and recurrent models (see checkpoints.py)
+    checkpoint_min_step: int = 8192
 
 
 @dataclass(frozen=True)

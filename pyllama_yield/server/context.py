@@ -25,6 +25,7 @@ from ..queue import Result, ServerQueue, ServerResponse, Task, TaskType
 from . import slot_files
 from .batching import BatchLoop
 from .chat import Chat
+from .checkpoints import CheckpointPolicy
 from .config import ContextConfig, EngineConfig
 from .lora import LoraSet
 from .media import media_boundary, media_cell
@@ -84,6 +85,14 @@ class ServerContext(BatchLoop):
         self.context_shift = cache.context_shift
         self.yield_decode = config.limits.yield_decode
         self.n_ubatch = min(self._ctx_args["n_ubatch"], self.n_batch)
+        self.checkpoints = CheckpointPolicy(
+            n_max=cache.ctx_checkpoints,
+            min_step=cache.checkpoint_min_step,
+            n_swa=0 if config.context.swa_full else self.model.n_swa,  # --swa-full: the cache keeps all
+            recurrent=self.model.has_recurrent_state,
+            n_batch=self.n_batch,
+            n_ubatch=self.n_ubatch,
+        )
         self.batch = Batch(self.n_batch)
         self.vocab = self.model.vocab
         self.eog_tokens = self.vocab.eog_tokens()  # at load, as llama-server: never per request
@@ -228,7 +237,7 @@ class ServerContext(BatchLoop):
             self.ctx.close()
             self.drafter.sleep()
             for slot in self.slots:
-                slot.cache_tokens = []
+                slot.cache_tokens, slot.checkpoints = [], []
         else:
             self.ctx = self._new_context()
             self.loras.forget_applied()
@@ -304,7 +313,7 @@ class ServerContext(BatchLoop):
             raise ValueError(str(exc)) from None
         lora = self.loras.scales_for(ct.params.lora)
         if lora != slot.lora:  # the cache was computed with other adapters: not reusable
-            slot.cache_tokens = []
+            slot.cache_tokens, slot.checkpoints = [], []
             slot.lora = lora
         n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
         if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and not self.drafter.active and self.projector is None:
@@ -313,6 +322,7 @@ class ServerContext(BatchLoop):
         n_keep = media_boundary(ct.media, n_keep)  # whole media only
         if ct.params.prompt_logprobs >= 0:
             n_keep = 0  # every prompt token's logits are needed: none may come from the cache
+        n_keep = self.checkpoints.usable_prefix(self.ctx, slot, n_keep)  # SWA / recurrent memory
         if not self.ctx.seq_rm(slot.id, n_keep, -1):
             self.ctx.seq_rm(slot.id)
             n_keep = 0
@@ -348,6 +358,7 @@ class ServerContext(BatchLoop):
             self.stats.publish()
             return
         self.ctx.seq_rm(slot.id)  # an embedding is computed from scratch, never from a cache
+        slot.checkpoints = []
         slot.id_task = task.id
         slot.task = et
         slot.lora = self.loras.scales

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..llama import Context
+from .checkpoints import Checkpoint
 from .slot import common_prefix
 
 __all__ = ["CachedPrompt", "PromptCache", "reuse_chunks"]
@@ -51,10 +52,11 @@ class CachedPrompt:
     target: bytearray  # the sequence's state in the target context
     draft: bytearray  # and in the draft model's context (empty without one)
     lora: tuple[float, ...] = ()  # the LoRA scales it was computed with
+    checkpoints: list[Checkpoint] = field(default_factory=list)  # the slot's, taken along
 
     @property
     def size(self) -> int:
-        return len(self.target) + len(self.draft)
+        return len(self.target) + len(self.draft) + sum(len(c.data) for c in self.checkpoints)
 
 
 class PromptCache:
@@ -87,6 +89,7 @@ class PromptCache:
         measure: Callable[[], int],
         read: Callable[[], tuple[bytearray, bytearray]],
         lora: tuple[float, ...] = (),
+        checkpoints: list[Checkpoint] | None = None,
     ) -> bool:
         """Keep ``tokens`` with the state ``read()`` gives (``measure()`` bytes, asked only once
         the tokens are known to be new: llama.cpp sizes a state by walking its cells); False
@@ -102,7 +105,7 @@ class PromptCache:
         while self.states and self.limit_bytes and self.size() + size > self.limit_bytes:
             self.states.pop(0)
         target, draft = read()
-        self.states.append(CachedPrompt(list(tokens), target, draft, lora))
+        self.states.append(CachedPrompt(list(tokens), target, draft, lora, list(checkpoints or [])))
         return True
 
     def take_best(self, current: list[int], new: list[int]) -> CachedPrompt | None:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .checkpoints import Checkpoint
 from .embedding import EmbeddingTask
 from .task import CompletionTask
 
@@ -62,6 +63,7 @@ class Slot:
     synth_rng: Any = None  # random.Random for --spec-synth-rates
     lora: tuple[float, ...] = ()  # the LoRA scales its task decodes with (what its cache holds)
     t_last_used: float = -1.0  # when it last finished a task (least recently used goes first)
+    checkpoints: list[Checkpoint] = field(default_factory=list)  # of its memory, oldest first
 
     def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int, context_shift: bool = False) -> StopType:
         """Record a generated token and tell whether generation stops here, and why (the checks

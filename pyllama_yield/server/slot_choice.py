@@ -69,7 +69,7 @@ def _save(srv: ServerContext, slot: Slot) -> bool:
         target, *draft = (c.seq_state_bytes(slot.id, sizes[c]) for c in srv.kv_contexts())
         return target, draft[0] if draft else bytearray()
 
-    return cache.save(slot.cache_tokens, measure, read, slot.lora)
+    return cache.save(slot.cache_tokens, measure, read, slot.lora, slot.checkpoints)
 
 
 def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> None:
@@ -86,7 +86,7 @@ def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> Non
                 if data:
                     ctx.seq_rm(slot.id)
                     ctx.load_seq_state_bytes(data, slot.id)
-            slot.cache_tokens, slot.lora = best.tokens, best.lora
+            slot.cache_tokens, slot.lora, slot.checkpoints = best.tokens, best.lora, best.checkpoints
             log.debug("slot %d: loaded a cached prompt of %d tokens", slot.id, len(best.tokens))
         except LlamaError:
             log.warning("slot %d: could not load a cached prompt; starting empty", slot.id)

@@ -74,7 +74,7 @@ def restore(srv: ServerContext, task: Task) -> None:
         raise ValueError(f"Unable to restore slot: {exc}") from None
     for chunk in media:
         srv.remember_media(chunk)
-    slot.cache_tokens = tokens
+    slot.cache_tokens, slot.checkpoints = tokens, []
     for draft_ctx in srv.drafter.contexts:
         draft_ctx.seq_rm(slot.id)
     srv.drafter.prefill(slot, len(slot.cache_tokens))

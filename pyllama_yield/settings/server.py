@@ -246,6 +246,21 @@ class ServerSettings(RequestDefaults, ServerLimits, AgentSettings):
         env="LLAMA_ARG_CACHE_IDLE_SLOTS",
         help="on a new task, save idle slots to the prompt cache (and free them with a unified KV cache)",
     )
+    ctx_checkpoints: int = arg(
+        32,
+        "-ctxcp",
+        "--ctx-checkpoints",
+        "--swa-checkpoints",
+        env="LLAMA_ARG_CTX_CHECKPOINTS",
+        help="context checkpoints per slot, for models whose cache cannot be cut back (SWA, recurrent)",
+    )
+    checkpoint_min_step: int = arg(
+        8192,
+        "-cms",
+        "--checkpoint-min-step",
+        env="LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT",
+        help="tokens between context checkpoints once a slot holds all it may (0: no minimum)",
+    )
     slot_prompt_similarity: float = arg(
         0.1,
         "-sps",
@@ -281,6 +296,13 @@ class ServerSettings(RequestDefaults, ServerLimits, AgentSettings):
         if any(b > a for a, b in zip(rates, rates[1:], strict=False)):
             raise ValueError("--spec-synth-rates: synthetic acceptance rates must be monotonically non-increasing")
         return self
+
+    @field_validator("ctx_checkpoints", "checkpoint_min_step")
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"must be non-negative, got {value}")
+        return value
 
     @field_validator("path")
     @classmethod
