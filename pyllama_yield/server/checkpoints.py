@@ -65,8 +65,10 @@ class CheckpointPolicy:
             return n_keep
         pos_next = n_keep
         if 0 < n_keep <= len(slot.cache_tokens):
-            threshold = max(0, n_keep - self.n_swa)  # the oldest position the next token's window needs
-            if ctx.seq_pos_min(slot.id) >= threshold:
+            # the next token's window starts after n_keep - n_swa (llama-server asks for one more
+            # position, and at threshold 0 for a checkpoint even when the memory starts at 0)
+            threshold = max(0, n_keep - self.n_swa)
+            if ctx.seq_pos_min(slot.id) > threshold:
                 n_keep, pos_next = self._restore(ctx, slot, n_keep, threshold)
         slot.checkpoints = [c for c in slot.checkpoints if c.pos_max <= pos_next]
         return n_keep
