@@ -297,6 +297,11 @@ class BatchLoop:
             self._finish(s, StopType.LIMIT)
             return
         self._sample_and_accept(s, s.i_batch)
+        # A first token goes out at once, as llama-server sends each slot's as soon as it is
+        # sampled: after a burst of prompts, the first slots' readers need not wait for the
+        # others' sampling (whose first samples may fault in fresh pages: ~9 ms each)
+        self.responses.flush(keep_holding=True)
+        self.clock.lap("post")
 
     def _prompt_probs(self, s: Slot, n: int) -> None:
         """``prompt_logprobs``: how likely each prompt token of this chunk was after the ones
