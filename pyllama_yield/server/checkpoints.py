@@ -27,6 +27,8 @@ __all__ = ["Checkpoint", "CheckpointPolicy"]
 
 log = logging.getLogger("pyllama_yield.server")
 
+N_LAST_APART = 4  # a prompt's last tokens decoded in a step of their own, after a checkpoint
+
 
 @dataclass
 class Checkpoint:
@@ -90,7 +92,7 @@ class CheckpointPolicy:
         them, an ubatch) are decoded apart, each with a checkpoint before it."""
         if not self.active:
             return end
-        for offset in (4 + self.n_ubatch, 4):
+        for offset in (N_LAST_APART + self.n_ubatch, N_LAST_APART):
             cut = n_prompt - min(self.n_batch, offset)
             if start < cut < end:
                 return cut
