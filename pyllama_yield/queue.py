@@ -103,9 +103,8 @@ class ServerQueue:
         self._worker: threading.Thread | None = None
         self._w_stop = False
         self._w_yielding = False  # work() is still running on the loop thread
-        self._w_serving = False  # the worker is inside the new-task callback (or the yield's first job)
+        self._w_serving = False  # the worker is inside the new-task callback
         self._w_exception: BaseException | None = None
-        self._w_first: Callable[[], object] | None = None  # the current yield's job for the worker
 
         self._on_new_task: NewTaskCallback = _no_new_task_callback
         self._on_update_slots: Callable[[], None] = lambda: None
@@ -157,7 +156,7 @@ class ServerQueue:
 
     def _wake_worker(self) -> None:
         # caller holds the lock; the worker only serves during a yield, so only then is it woken
-        if self._w_yielding and (self._tasks or self._w_first is not None):
+        if self._w_yielding and self._tasks:
             self._cond_worker.notify()
 
     def defer(self, task: Task) -> None:
@@ -298,14 +297,11 @@ class ServerQueue:
         self._cond_tasks.notify_all()  # wake wait_until_no_sleep()
 
     # --- yield ------------------------------------------------------------------------------
-    def yield_to_queue(self, work: Callable[[], Any], first: Callable[[], object] | None = None) -> Any:
+    def yield_to_queue(self, work: Callable[[], Any]) -> Any:
         """Y1-Y8: run ``work()`` on this (the loop) thread while the worker serves queued tasks.
 
         Returns what ``work()`` returns. Tasks the callback declined are back at the front of the
-        queue, in their original order, before this returns or raises. ``first``: a job the worker
-        runs as the yield starts, before any task, and the yield waits for: e.g. delivering
-        results, whose wake-ups would otherwise take the GIL from this thread before ``work()``
-        releases it (an exception from it is handled as a task's, Y7).
+        queue, in their original order, before this returns or raises.
         """
         me = threading.get_ident()
         with self._lock:
@@ -315,7 +311,6 @@ class ServerQueue:
             if self._w_yielding:
                 raise QueueError("yield_to_queue() cannot be nested")
             self._w_yielding = True
-            self._w_first = first
             self._wake_worker()  # with nothing queued the worker sleeps on: no thread hop per yield
 
         result, error = None, None
@@ -327,16 +322,10 @@ class ServerQueue:
         with self._lock:
             self._w_yielding = False  # the worker takes no further task
             self._cond_tasks.wait_for(lambda: not self._w_serving)  # Y5: it finishes the one it is on
-            late, self._w_first = self._w_first, None  # work() ended before the worker took its job
             self._tasks.extendleft(reversed(self._declined))
             self._declined.clear()
             self._time_last_task = time.monotonic()
             worker_error, self._w_exception = self._w_exception, None
-        if late is not None:
-            try:
-                late()
-            except BaseException as exc:
-                worker_error = worker_error or exc
         if error is None:
             error = worker_error  # work()'s own exception wins over the worker's
         if error is not None:
@@ -351,24 +340,18 @@ class ServerQueue:
                 self._cond_worker.wait_for(self._worker_has_work)
                 if self._w_stop:
                     return
-                first, self._w_first = self._w_first, None
-                task = self._tasks.popleft() if first is None else None
+                task = self._tasks.popleft()
                 self._w_serving = True
             error: BaseException | None = None
             handled = True
             try:
-                if first is not None:
-                    first()
-                else:
-                    assert task is not None
-                    handled = self._on_new_task(task, True)  # no lock here: the callback may post
+                handled = self._on_new_task(task, True)  # no lock here: the callback may post
             except BaseException as exc:  # handed to yield_to_queue (Y7)
                 error = exc
             with self._lock:
                 if error is not None:
                     self._w_exception = error  # the worker serves nothing more this yield
                 elif not handled:
-                    assert task is not None
                     self._declined.append(task)  # set aside, else it would be offered again
                 self._w_serving = False
                 self._cond_tasks.notify_all()  # the loop thread may be waiting to end the yield
@@ -377,9 +360,7 @@ class ServerQueue:
         # caller holds the lock
         if self._w_stop:
             return True
-        if not (self._w_yielding and self._running and self._w_exception is None):
-            return False
-        return self._w_first is not None or bool(self._tasks)
+        return self._w_yielding and self._running and self._w_exception is None and bool(self._tasks)
 
     def _stop_worker(self) -> None:
         worker, self._worker = self._worker, None
@@ -531,14 +512,6 @@ class ServerResponse:
             self._held, self._held_by = [], me
         elif self._held_by != me:
             raise QueueError("ServerResponse.hold(): another thread is holding")
-
-    def take_held(self) -> list[Result]:
-        """What :meth:`hold` kept back so far, for another thread to :meth:`send_many` (e.g. the
-        queue's worker while this thread decodes); this thread goes on holding."""
-        if threading.get_ident() != self._held_by or self._held is None:
-            raise QueueError("ServerResponse.take_held(): only the holding thread may take")
-        held, self._held = self._held, []
-        return held
 
     def flush(self, keep_holding: bool = False) -> None:
         """Deliver what :meth:`hold` kept back, all at once (each reader woken once); the thread

@@ -93,15 +93,12 @@ class BatchLoop:
             # keep the loop turning while slots work; tasks posted meanwhile are handled first
             self.queue.post(Task(TaskType.NEXT_RESPONSE))
 
-    def _yield_delivering(self, work: Callable[[], Any]) -> Any:
-        """Run ``work`` (a decode, drafting, a medium) inside ``yield_to_queue``, the results held
-        since the last decode delivered by the worker as the yield starts: this thread then holds
-        no GIL, so the readers they wake run beside it. (Delivered from here, the first wake-up's
-        syscall would hand the GIL to the event loop, which keeps it while it streams the token.)"""
-        held = self.responses.take_held()
+    def _deliver_before_decode(self) -> None:
+        """The results held since the last decode go out now: the GIL is about to be released for
+        the whole decode, so the readers they wake never make this thread wait for it."""
+        self.responses.flush(keep_holding=True)
         self._decoding = True
-        deliver = functools.partial(self.responses.send_many, held) if held else None
-        return self.queue.yield_to_queue(work, first=deliver)
+        self.clock.lap("post")
 
     def _shift_context(self, s: Slot) -> None:
         """The slot's context is full: drop ``n_discard`` tokens after the first ``n_keep`` (half of
@@ -134,18 +131,18 @@ class BatchLoop:
         if self.projector is not None:
             self._eval_media()
         if spec:  # S2: drafting is yielded only when a slot drafts
-            self._yield_delivering(lambda: self.drafter.draft(generating, self.n_ctx_slot))
+            self._deliver_before_decode()
+            self.queue.yield_to_queue(lambda: self.drafter.draft(generating, self.n_ctx_slot))
             self.clock.lap("draft")
         chunks = self._fill_batch(generating, lora)
         self.loras.apply(self.ctx, lora)
         self.clock.lap("fill")
+        self._deliver_before_decode()
         t0 = now()
         try:
             if self.yield_decode:
-                self._yield_delivering(self._decode)  # S1: decode and sync inside the yield
+                self.queue.yield_to_queue(self._decode)  # S1: decode and sync inside the yield
             else:
-                self.responses.flush(keep_holding=True)
-                self._decoding = True
                 self._decode()
             self.clock.lap("decode")
         except NoKvSlotError:
@@ -238,10 +235,11 @@ class BatchLoop:
                 continue
             while (chunk := task.media.get(s.n_prompt_done)) is not None:
                 pos = s.n_prompt_done
+                self._deliver_before_decode()
                 t0 = now()
                 work = functools.partial(projector.eval_chunk, self.ctx, chunk, pos, s.id)
                 try:
-                    self._yield_delivering(work)
+                    self.queue.yield_to_queue(work)
                 except LlamaError as exc:
                     self._fail(s, f"failed to process mtmd chunk: {exc}")
                     break

@@ -302,61 +302,6 @@ def test_y3_a_yield_with_nothing_queued_does_not_wake_the_worker():
     d.stop()
 
 
-def test_y3_the_yields_first_job_runs_on_the_worker_before_tasks_and_is_waited_for():
-    """``yield_to_queue(work, first=job)``: the worker runs ``job`` as the yield starts (before a
-    task queued already), while ``work`` runs on the loop thread; the yield ends after it."""
-    q, rec, d = make(decline=lambda t, y: False)
-    d.start()
-    order: list[tuple[str, int]] = []
-    job_started, release_job = threading.Event(), threading.Event()
-
-    def job() -> None:
-        order.append(("job", threading.get_ident()))
-        job_started.set()
-        assert release_job.wait(TIMEOUT)
-
-    def work() -> None:
-        assert job_started.wait(TIMEOUT)  # the job runs while work() does
-        order.append(("work", threading.get_ident()))
-        release_job.set()
-        rec.wait_handled(1)
-
-    q.post(Task(M))
-    d.run(lambda: q.yield_to_queue(work, first=job))
-    (_, job_thread), (_, work_thread) = order
-    assert work_thread == d.loop_ident and job_thread == rec.handled[0][2] != d.loop_ident
-    d.stop()
-
-
-def test_y3_a_first_job_the_worker_did_not_reach_runs_at_the_end_of_the_yield():
-    q, rec, d = make(decline=lambda t, y: False)
-    d.start()
-    ran: list[int] = []
-    for _ in range(20):  # whichever thread gets it, it runs exactly once per yield
-        d.run(lambda: q.yield_to_queue(lambda: None, first=lambda: ran.append(threading.get_ident())))
-    assert len(ran) == 20
-    d.stop()
-
-
-def test_y7_a_first_jobs_exception_is_the_workers():
-    q, rec, d = make(decline=lambda t, y: False)
-    d.start()
-
-    def job() -> None:
-        raise ValueError("job")
-
-    with pytest.raises(ValueError, match="job"):
-        d.run(lambda: q.yield_to_queue(lambda: None, first=job))
-    with pytest.raises(KeyError, match="work"):  # work()'s own exception wins
-
-        def work() -> None:
-            raise KeyError("work")
-
-        d.run(lambda: q.yield_to_queue(work, first=job))
-    d.run(lambda: q.yield_to_queue(lambda: None))  # the queue stays usable
-    d.stop()
-
-
 def test_y3_one_worker_thread_for_all_yields():
     q, rec, d = make(decline=lambda t, y: False)
     d.start()
@@ -744,25 +689,3 @@ def test_held_sends_go_out_together_at_flush_and_other_threads_are_not_held():
     assert [r.payload for r in a.take_available()] == [2]
     responses.send(Result(ta, "done"))  # no longer holding: at once
     assert [r.payload for r in a.take_available()] == ["done"]
-
-
-def test_held_results_taken_for_another_thread_to_deliver():
-    """The loop thread hands what it held to the worker (which delivers while the loop decodes)
-    and goes on holding; only the holding thread may take."""
-    q = ServerQueue()
-    responses = ServerResponse()
-    a = ResponseReader(q, responses)
-    (ta,) = a.post_tasks([Task(C)])
-    with pytest.raises(QueueError, match="only the holding thread"):
-        responses.take_held()  # nothing held
-    responses.hold()
-    responses.send(Result(ta, 0, is_final=False))
-    held = responses.take_held()
-    assert [r.payload for r in held] == [0] and a.take_available() == []
-    responses.send(Result(ta, 1, is_final=False))  # still holding
-    t = threading.Thread(target=responses.send_many, args=(held,))
-    t.start()
-    t.join(TIMEOUT)
-    assert [r.payload for r in a.take_available()] == [0]
-    responses.flush()
-    assert [r.payload for r in a.take_available()] == [1]
