@@ -7,7 +7,9 @@
   the way before it was read from the published snapshot on the event loop);
 - ``AB_SWITCH=S``: ``sys.setswitchinterval(S)`` (Python's default is 0.005);
 - ``AB_INLINE=1``: requests tokenized and rendered on the event loop, no bridge thread hop;
-- ``AB_LOOP=asyncio|uvloop``: uvicorn's event loop.
+- ``AB_LOOP=asyncio|uvloop``: uvicorn's event loop;
+- ``AB_POLL=N``: the ggml thread pools' polling level (0-100; llama-server's ``--poll``, 50 by
+  default): how long its threads spin for the next graph before they sleep.
 """
 
 from __future__ import annotations
@@ -30,6 +32,15 @@ if os.environ.get("AB_METRICS") == "queue":
         return res.payload if res is not None else state.engine.snapshot(reset_buckets=scrape)
 
     native.current_metrics = _metrics
+if os.environ.get("AB_POLL"):
+    from pyllama_yield import llama
+
+    _attach = llama._attach_threadpools
+
+    def _attach_with_poll(ctx: Any, n_threads: int, n_threads_batch: int, poll: int) -> tuple[Any, ...]:
+        return _attach(ctx, n_threads, n_threads_batch, int(os.environ["AB_POLL"]))
+
+    llama._attach_threadpools = _attach_with_poll
 if os.environ.get("AB_INLINE"):
     from pyllama_yield.api import bridge
 
