@@ -19,7 +19,7 @@ from ..queue import Result, Task, TaskType
 from . import speculative
 from .embedding import EmbeddingTask, normalize
 from .metrics import PhaseClock
-from .probs import pre_sampling, token_probs
+from .probs import prompt_chunk_probs, token_probs
 from .results import error_payload, final_payload, partial_payload, progress_payload
 from .slot import Slot, SlotState, StopType, now
 from .task import CompletionTask
@@ -279,7 +279,7 @@ class BatchLoop:
                 self._send_embedding(s, n)
             return
         if s.completion.params.prompt_logprobs >= 0:
-            self._prompt_probs(s, n)
+            s.prompt_probs.extend(prompt_chunk_probs(self.ctx, s, n, self.vocab.token_to_piece))
         s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
         s.n_prompt_done += n
         s.n_prompt_processed += n
@@ -302,18 +302,6 @@ class BatchLoop:
         # others' sampling (whose first samples may fault in fresh pages: ~9 ms each)
         self.responses.flush(keep_holding=True)
         self.clock.lap("post")
-
-    def _prompt_probs(self, s: Slot, n: int) -> None:
-        """``prompt_logprobs``: how likely each prompt token of this chunk was after the ones
-        before it (the logits at position p rate token p + 1)."""
-        n_top = s.completion.params.prompt_logprobs
-        start = s.n_prompt_done
-        for j in range(n):
-            nxt = start + j + 1
-            if nxt < len(s.prompt_tokens):
-                logits = self.ctx.logits(s.i_batch_first + j)
-                entry = pre_sampling(logits, s.prompt_tokens[nxt], n_top, self.vocab.token_to_piece)
-                s.prompt_probs.append(entry)
 
     def _verify_and_accept(self, s: Slot) -> None:
         """Sample the slot's next token, and verify its drafts: keep the longest matching prefix."""

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["ProbsEntry", "post_sampling", "pre_sampling", "token_probs", "valid_utf8"]
+if TYPE_CHECKING:
+    from ..llama import Context
+    from .slot import Slot
+
+__all__ = ["ProbsEntry", "post_sampling", "pre_sampling", "prompt_chunk_probs", "token_probs", "valid_utf8"]
 
 # llama-server reports log(0) as the lowest float, since JSON has no -infinity
 LOWEST_FLOAT = float(np.finfo(np.float32).min)
@@ -85,3 +89,16 @@ def token_probs(
         ids, probs, p_token = sampler.candidates(params.n_probs)
         return post_sampling(ids, probs, p_token, token, piece)
     return pre_sampling(ctx.logits(idx), token, params.n_probs, piece)
+
+
+def prompt_chunk_probs(ctx: Context, s: Slot, n: int, to_piece: Callable[[int], bytes]) -> list[ProbsEntry]:
+    """``prompt_logprobs`` for the ``n`` tokens of slot ``s``'s prompt chunk just decoded (from
+    ``s.n_prompt_done``, outputs from ``s.i_batch_first``): how likely each prompt token was after
+    the ones before it (the logits at position p rate token p + 1)."""
+    n_top = s.completion.params.prompt_logprobs
+    start, tokens = s.n_prompt_done, s.prompt_tokens
+    return [
+        pre_sampling(ctx.logits(s.i_batch_first + j), tokens[start + j + 1], n_top, to_piece)
+        for j in range(n)
+        if start + j + 1 < len(tokens)
+    ]
