@@ -552,6 +552,10 @@ _SEQ_FLAGS_NONE = 0
 _SEQ_FLAGS_PARTIAL_ONLY = 1
 
 
+def _seq_flags(partial: bool) -> int:
+    return _SEQ_FLAGS_PARTIAL_ONLY if partial else _SEQ_FLAGS_NONE
+
+
 def _attach_threadpools(ctx: Any, n_threads: int, n_threads_batch: int, poll: int) -> tuple[Any, ...]:
     """Give the context persistent CPU thread pools, as llama-server does (common_threadpools).
 
@@ -814,24 +818,21 @@ class Context(_Owner):
             raise LlamaError(_with_cause("llama.cpp rejected the state data"))
 
     def seq_state_size(self, seq_id: int, *, partial: bool = False) -> int:
-        flags = _SEQ_FLAGS_PARTIAL_ONLY if partial else _SEQ_FLAGS_NONE
-        return lib.llama_state_seq_get_size_ext(self.ptr, seq_id, flags)
+        return lib.llama_state_seq_get_size_ext(self.ptr, seq_id, _seq_flags(partial))
 
     def seq_state_bytes(self, seq_id: int, size: int | None = None, *, partial: bool = False) -> bytearray:
         """One sequence's state (its KV cells), e.g. to keep a prompt in host memory; ``size``:
         :meth:`seq_state_size` when the caller has it already (llama.cpp walks the cells for it).
         ``partial``: only the part that removing positions cannot roll back (a context checkpoint)."""
         size = self.seq_state_size(seq_id, partial=partial) if size is None else size
-        flags = _SEQ_FLAGS_PARTIAL_ONLY if partial else _SEQ_FLAGS_NONE
         buf = bytearray(size)
-        n = lib.llama_state_seq_get_data_ext(self.ptr, ffi.from_buffer(buf), size, seq_id, flags)
+        n = lib.llama_state_seq_get_data_ext(self.ptr, ffi.from_buffer(buf), size, seq_id, _seq_flags(partial))
         del buf[n:]
         return buf
 
     def load_seq_state_bytes(self, data: bytes | bytearray, seq_id: int, *, partial: bool = False) -> None:
         """Put a state from :meth:`seq_state_bytes` (of a context like this one) into ``seq_id``."""
-        flags = _SEQ_FLAGS_PARTIAL_ONLY if partial else _SEQ_FLAGS_NONE
-        n = lib.llama_state_seq_set_data_ext(self.ptr, ffi.from_buffer(data), len(data), seq_id, flags)
+        n = lib.llama_state_seq_set_data_ext(self.ptr, ffi.from_buffer(data), len(data), seq_id, _seq_flags(partial))
         if n != len(data):
             raise LlamaError(_with_cause(f"llama.cpp rejected the state of sequence {seq_id}"))
 

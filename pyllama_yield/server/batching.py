@@ -18,6 +18,7 @@ from ..llama import DecodeError, LlamaError, NoKvSlotError
 from ..queue import Result, Task, TaskType
 from . import speculative
 from .embedding import EmbeddingTask, normalize
+from .media import is_media_cell
 from .metrics import PhaseClock
 from .probs import prompt_chunk_probs, token_probs
 from .results import error_payload, final_payload, partial_payload, progress_payload
@@ -213,7 +214,7 @@ class BatchLoop:
             stop = self.checkpoints.chunk_end(start, start + min(room, end - start), n_prompt)
             chunk = s.prompt_tokens[start:stop]
             last = stop == n_prompt
-            if not (start and s.prompt_tokens[start - 1] < 0):  # none right after a medium
+            if not (start and is_media_cell(s.prompt_tokens[start - 1])):  # none right after a medium
                 self.checkpoints.maybe_create(self.ctx, s, start, stop, n_prompt)
             s.i_batch_first = batch.n_tokens
             every = s.completion.params.prompt_logprobs >= 0  # the logits of each prompt token
@@ -254,7 +255,7 @@ class BatchLoop:
         """Drop what slot ``s`` holds in the KV cache (the draft model's too)."""
         for ctx in self.kv_contexts():
             ctx.seq_rm(s.id)
-        s.cache_tokens, s.checkpoints = [], []
+        s.forget_cache()
 
     def kv_contexts(self) -> tuple[Context, ...]:
         """The contexts whose KV caches hold the slots' sequences: the target's, and the draft's."""

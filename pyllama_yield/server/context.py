@@ -237,7 +237,7 @@ class ServerContext(BatchLoop):
             self.ctx.close()
             self.drafter.sleep()
             for slot in self.slots:
-                slot.cache_tokens, slot.checkpoints = [], []
+                slot.forget_cache()
         else:
             self.ctx = self._new_context()
             self.loras.forget_applied()
@@ -313,7 +313,7 @@ class ServerContext(BatchLoop):
             raise ValueError(str(exc)) from None
         lora = self.loras.scales_for(ct.params.lora)
         if lora != slot.lora:  # the cache was computed with other adapters: not reusable
-            slot.cache_tokens, slot.checkpoints = [], []
+            slot.forget_cache()
             slot.lora = lora
         n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
         if ct.params.n_cache_reuse > 0 and self.ctx.can_shift and not self.drafter.active and self.projector is None:

@@ -65,6 +65,11 @@ class Slot:
     t_last_used: float = -1.0  # when it last finished a task (least recently used goes first)
     checkpoints: list[Checkpoint] = field(default_factory=list)  # of its memory, oldest first
 
+    def forget_cache(self) -> None:
+        """What the slot's memory held is gone (its cells removed, or the context freed): its
+        tokens and the checkpoints of that memory go together."""
+        self.cache_tokens, self.checkpoints = [], []
+
     def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int, context_shift: bool = False) -> StopType:
         """Record a generated token and tell whether generation stops here, and why (the checks
         of llama-server's ``process_token``: end of generation, a stop string, ``n_predict``, the
