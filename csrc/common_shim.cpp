@@ -8,6 +8,7 @@
 #include "json.h"
 #include "sampling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -169,12 +170,21 @@ extern "C" void pyly_sampler_free(pyly_sampler * smpl) {
     }
 }
 
+// common_sampler_sample asserts (aborting the process) that the output has logits: ask first
+// (in a release build llama.cpp answers NULL, with a log line, for an output it did not compute).
+static llama_token sample_output(common_sampler * smpl, llama_context * ctx, int idx) {
+    if (llama_get_logits_ith(ctx, idx) == nullptr) {
+        throw std::invalid_argument("output " + std::to_string(idx) + " was not computed by the last decode");
+    }
+    return common_sampler_sample(smpl, ctx, idx);
+}
+
 extern "C" int pyly_sampler_sample(pyly_sampler * smpl, void * ctx, int idx, char ** error) {
     if (error != nullptr) {
         *error = nullptr;
     }
     try {
-        return common_sampler_sample(smpl->smpl, static_cast<llama_context *>(ctx), idx);
+        return sample_output(smpl->smpl, static_cast<llama_context *>(ctx), idx);
     } catch (const std::exception & e) {
         set_error(error, e.what());
     }
@@ -192,6 +202,41 @@ extern "C" int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_genera
         set_error(error, e.what());
     }
     return -1;
+}
+
+extern "C" int pyly_sampler_sample_accept_many(pyly_sampler ** smpls, void * ctx, const int * idxs, int n,
+                                               int n_threads, int * tokens, int * status, char ** errors) {
+    auto * lctx = static_cast<llama_context *>(ctx);
+    // Synchronized once here, before the threads start: the sync common_sampler_sample makes for
+    // each sampler then only stores the counters it finds at zero (the CPU backend has no queue).
+    llama_synchronize(lctx);
+    int n_failed = 0;
+#ifdef PYLY_OPENMP
+    const int team = std::max(1, std::min(n, n_threads));
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1) reduction(+ : n_failed)
+#endif
+    for (int i = 0; i < n; i++) {
+        // no exception may leave an OpenMP region: each becomes this sampler's error
+        tokens[i] = -1;
+        status[i] = 0;
+        errors[i] = nullptr;
+        try {
+            tokens[i] = sample_output(smpls[i]->smpl, lctx, idxs[i]);
+        } catch (const std::exception & e) {
+            status[i] = 1;
+            set_error(&errors[i], e.what());
+        }
+        if (status[i] == 0) {
+            try {
+                common_sampler_accept(smpls[i]->smpl, tokens[i], true);
+            } catch (const std::exception & e) {
+                status[i] = 2;
+                set_error(&errors[i], e.what());
+            }
+        }
+        n_failed += status[i] != 0;
+    }
+    return n_failed;
 }
 
 extern "C" int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, float * probs, float * p_selected) {

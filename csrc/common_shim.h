@@ -34,6 +34,13 @@ PYLY_API void pyly_sampler_free(pyly_sampler * smpl);
 PYLY_API int pyly_sampler_sample(pyly_sampler * smpl, void * ctx, int idx, char ** error);
 /* Returns 0, or -1 (and sets *error) when the grammar cannot accept the token. */
 PYLY_API int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_generated, char ** error);
+/* Samples and accepts for `n` samplers at once, sampler i from output idxs[i] of the last decode,
+ * on up to `n_threads` threads (the CPU backend's OpenMP team where there is one: its threads
+ * only wait between decodes). Each sampler must appear once. Writes tokens[i] and status[i]: 0,
+ * 1 when the sample failed, 2 when the grammar could not accept the token (errors[i] then says
+ * why, to be freed with pyly_free). Returns how many failed. */
+PYLY_API int pyly_sampler_sample_accept_many(pyly_sampler ** smpls, void * ctx, const int * idxs, int n,
+                                             int n_threads, int * tokens, int * status, char ** errors);
 /* The candidates of the last sample after the whole chain, sorted by probability: writes up to
  * `n` ids and probabilities and the sampled token's probability, returns how many were written. */
 PYLY_API int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, float * probs, float * p_selected);

@@ -10,6 +10,7 @@ released); C++ exceptions arrive as error strings and are raised as Python excep
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from ._common_cffi import ffi, lib
 from ._native import ffi as llama_ffi
 from .llama import Context, LlamaError, Model, _Owner
 
-__all__ = ["ChatTemplates", "CommonSampler", "json_schema_to_grammar", "parse_chat_output"]
+__all__ = ["ChatTemplates", "CommonSampler", "json_schema_to_grammar", "parse_chat_output", "sample_and_accept_many"]
 
 
 def _take_string(ptr: Any) -> str:
@@ -91,6 +92,35 @@ class CommonSampler(_Owner):
             self.ptr, n, ffi.from_buffer("int[]", ids), ffi.from_buffer("float[]", probs), p_selected
         )
         return ids[:k], probs[:k], float(p_selected[0])
+
+
+def sample_and_accept_many(
+    samplers: Sequence[CommonSampler], ctx: Context, idxs: Sequence[int], n_threads: int
+) -> list[int | LlamaError]:
+    """Sample (and accept) one token per sampler, sampler ``i`` from output ``idxs[i]`` of the last
+    decode, in one call on up to ``n_threads`` threads; a sampler that fails gets its error (as
+    :meth:`CommonSampler.sample` or :meth:`CommonSampler.accept` would raise it) in its place.
+
+    A big vocabulary makes each sample a pass over every logit (Gemma 3: 262,144), so with many
+    slots this is most of the step's CPU time that is not the decode; llama-server samples its
+    slots one after the other on one thread while the CPU backend's other threads wait."""
+    n = len(samplers)
+    if len(set(map(id, samplers))) != n:
+        raise ValueError("each sampler may appear once")
+    tokens = ffi.new("int[]", n)
+    status = ffi.new("int[]", n)
+    errors = ffi.new("char *[]", n)
+    ptrs = ffi.new("pyly_sampler *[]", [s.ptr for s in samplers])
+    lib.pyly_sampler_sample_accept_many(ptrs, _void(ctx.ptr), list(idxs), n, n_threads, tokens, status, errors)
+    out: list[int | LlamaError] = []
+    for i in range(n):
+        if status[i] == 0:
+            out.append(tokens[i])
+            continue
+        message = _take_string(errors[i]) if errors[i] != ffi.NULL else "unknown error"
+        what = "sampling failed" if status[i] == 1 else f"the grammar cannot accept token {tokens[i]}"
+        out.append(LlamaError(f"{what}: {message}"))
+    return out
 
 
 def _json_call(fn: Any, *args: Any, what: str) -> dict[str, Any]:

@@ -678,6 +678,11 @@ class Context(_Owner):
     def n_seq_max(self) -> int:
         return lib.llama_n_seq_max(self.ptr)
 
+    @property
+    def n_threads(self) -> int:
+        """The threads a generation step computes on (``n_threads_batch`` for prompts)."""
+        return lib.llama_n_threads(self.ptr)
+
     def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
         lib.llama_set_n_threads(self.ptr, n_threads, n_threads_batch or n_threads)
 

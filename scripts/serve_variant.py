@@ -8,6 +8,7 @@
 - ``AB_SWITCH=S``: ``sys.setswitchinterval(S)`` (Python's default is 0.005);
 - ``AB_INLINE=1``: requests tokenized and rendered on the event loop, no bridge thread hop;
 - ``AB_LOOP=asyncio|uvloop``: uvicorn's event loop;
+- ``AB_HTTP=h11|httptools``: uvicorn's HTTP protocol;
 - ``AB_POLL=N``: the ggml thread pools' polling level (0-100; llama-server's ``--poll``, 50 by
   default): how long its threads spin for the next graph before they sleep.
 """
@@ -48,13 +49,14 @@ if os.environ.get("AB_INLINE"):
         return fn(*args)
 
     bridge.Bridge.run = _run  # type: ignore[method-assign]
-if os.environ.get("AB_LOOP"):
+if os.environ.get("AB_LOOP") or os.environ.get("AB_HTTP"):
     import uvicorn
 
     _init = uvicorn.Config.__init__
 
     def _config(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs["loop"] = os.environ["AB_LOOP"]
+        kwargs["loop"] = os.environ.get("AB_LOOP", "asyncio")
+        kwargs["http"] = os.environ.get("AB_HTTP", kwargs.get("http", "h11"))
         _init(self, *args, **kwargs)
 
     uvicorn.Config.__init__ = _config  # type: ignore[method-assign]

@@ -148,6 +148,12 @@ def test_llama_cpp_is_only_called_on_the_loop_thread(tiny_model_path, monkeypatc
             return _orig(*a, **k)
 
         monkeypatch.setattr(cls, name, wrapped)
+    from pyllama_yield.server import outputs
+
+    orig_many = outputs.sample_and_accept_many
+    monkeypatch.setattr(
+        outputs, "sample_and_accept_many", lambda *a, **k: threads.add(threading.get_ident()) or orig_many(*a, **k)
+    )
     with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         readers = [srv.submit(greedy(p, 6)) for p in PROMPTS[:3]]
         metrics = [srv.metrics() for _ in range(5)]

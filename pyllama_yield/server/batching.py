@@ -12,16 +12,16 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..llama import DecodeError, LlamaError, NoKvSlotError
 from ..queue import Result, Task, TaskType
-from . import speculative
 from .embedding import EmbeddingTask, normalize
 from .media import is_media_cell
 from .metrics import PhaseClock
-from .probs import prompt_chunk_probs, token_probs
-from .results import error_payload, final_payload, partial_payload, progress_payload
+from .outputs import SlotOutputs
+from .probs import prompt_chunk_probs
+from .results import progress_payload
 from .slot import Slot, SlotState, StopType, now
 from .task import CompletionTask
 
@@ -39,7 +39,7 @@ __all__ = ["BatchLoop"]
 log = logging.getLogger("pyllama_yield.server")
 
 
-class BatchLoop:
+class BatchLoop(SlotOutputs):
     """Mixed into ``ServerContext``; these names come from it."""
 
     slots: list[Slot]
@@ -169,9 +169,7 @@ class BatchLoop:
         for s in self.slots:
             if s.id in chunks:
                 self._prompt_chunk_done(s, chunks[s.id])
-        for s in generating:
-            if s.busy:
-                self._verify_and_accept(s)
+        self._sample_generating(generating)
         if spec:
             self.clock.lap("other")
             # S2: processing is yielded when speculation is on; a failure raises after the yield
@@ -303,80 +301,6 @@ class BatchLoop:
         # others' sampling (whose first samples may fault in fresh pages: ~9 ms each)
         self.responses.flush(keep_holding=True)
         self.clock.lap("post")
-
-    def _verify_and_accept(self, s: Slot) -> None:
-        """Sample the slot's next token, and verify its drafts: keep the longest matching prefix."""
-        drafts, s.drafts = s.drafts, []
-        s.cache_tokens.append(s.last_token)
-        n_accepted = 0
-        if drafts and self.drafter.synth_probs:
-            n_accepted = speculative.accept_synthetic(self, s, drafts, self.drafter.synth_probs)
-        else:
-            for j in range(len(drafts) + 1):
-                tok = self._sample_and_accept(s, s.i_batch + j)
-                if not s.busy or j == len(drafts) or tok != drafts[j]:
-                    break
-                n_accepted += 1
-                s.cache_tokens.append(tok)
-        # every draft accepted: the draft model never saw its own last draft
-        s.draft_kv_short = bool(drafts) and n_accepted == len(drafts)
-        if drafts:
-            s.n_draft_total += len(drafts)
-            s.n_draft_accepted += n_accepted
-            self.stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted, draft_steps=1)
-
-    def _sample_and_accept(self, s: Slot, idx: int) -> int:
-        """Sample from output ``idx`` for slot ``s``, record its probabilities, then stream it and
-        check the stop conditions (which may finish the slot)."""
-        assert s.sampler is not None
-        self.clock.lap("other")
-        try:
-            tok = s.sampler.sample(self.ctx, idx)
-            s.sampler.accept(tok, is_generated=True)
-        except LlamaError as exc:
-            self._fail(s, str(exc), 400)
-            return -1
-        self.clock.lap("sample")
-        probs = token_probs(s.sampler, self.ctx, idx, tok, s.completion.params, self.vocab.token_to_piece)
-        if probs is not None:
-            s.probs.append(probs)
-            self.clock.lap("probs")
-        self._accept(s, tok, probs)
-        return tok
-
-    def _accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
-        """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
-        p = s.completion.params
-        s.t_gen_last = now()
-        piece = self.vocab.token_to_piece(tok)
-        stop = s.add_token(tok, self.vocab.is_eog(tok), piece, self.n_ctx_slot, self.context_shift)
-        if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
-            content = s.text.take_sendable(stop is not StopType.NONE)
-            self.clock.lap("stop")
-            self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
-        self.clock.lap("post" if p.stream else "stop")
-        if stop is not StopType.NONE:
-            self._finish(s, stop)
-            self.clock.lap("post")
-
-    def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
-        if cancelled:
-            self.responses.send(Result(s.id_task, error_payload("cancelled", 499), is_error=True))
-        else:
-            self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
-        self.stats.add_prediction(len(s.generated), s.gen_seconds())
-        self.stats.add(requests_finished=1)
-        self._release(s)
-
-    def _fail(self, s: Slot, message: str, code: int = 500) -> None:
-        self._send_error(s.id_task, message, code, "server_error" if code >= 500 else "invalid_request_error")
-        self.clear_slot_cache(s)
-        self._release(s)
-
-    def _release(self, s: Slot) -> None:
-        s.reset()
-        self.queue.pop_deferred_task(s.id)
-        self.stats.publish()
 
     def _send_embedding(self, s: Slot, n_last: int) -> None:
         """The answer of an embedding task whose last batch (``n_last`` tokens: the text after its

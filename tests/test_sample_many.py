@@ -1,0 +1,78 @@
+"""Sampling many slots in one call (common.sample_and_accept_many), on the CPU backend's threads."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyllama_yield.common import CommonSampler, sample_and_accept_many
+from pyllama_yield.llama import Batch, Context, LlamaError
+
+N_SLOTS = 4
+N_STEPS = 6
+# different chains, seeds and temperatures; one slot under a grammar (rejection sampling)
+PARAMS = [
+    {"temp": 1.0, "seed": 11},
+    {"temp": 0.7, "seed": 12, "top_k": 5},
+    {"temp": 0.0},
+    {"temp": 1.0, "seed": 13, "grammar": 'root ::= [a-z ]+ "."'},
+]
+
+
+def generate(model, sample_step) -> list[list[int]]:  # noqa: ANN001
+    """N_STEPS tokens for each of N_SLOTS sequences, sampled by ``sample_step(samplers, ctx, idxs)``."""
+    with Context(model, n_ctx=256 * N_SLOTS, n_seq_max=N_SLOTS, n_threads=2) as ctx, Batch(64, N_SLOTS) as batch:
+        samplers = [CommonSampler(model, p) for p in PARAMS]
+        last = [model.vocab.bos] * N_SLOTS
+        out: list[list[int]] = [[] for _ in range(N_SLOTS)]
+        for pos in range(N_STEPS):
+            batch.clear()
+            for seq in range(N_SLOTS):
+                batch.add(last[seq], pos, seq, logits=True)
+            ctx.decode(batch)
+            last = sample_step(samplers, ctx, list(range(N_SLOTS)))
+            for seq, tok in enumerate(last):
+                out[seq].append(tok)
+        for s in samplers:
+            s.close()
+        return out
+
+
+def one_by_one(samplers, ctx, idxs) -> list[int]:  # noqa: ANN001
+    tokens = []
+    for s, i in zip(samplers, idxs, strict=True):
+        tok = s.sample(ctx, i)
+        s.accept(tok)
+        tokens.append(tok)
+    return tokens
+
+
+def all_at_once(samplers, ctx, idxs) -> list[int]:  # noqa: ANN001
+    tokens = sample_and_accept_many(samplers, ctx, idxs, n_threads=2)
+    assert all(isinstance(t, int) for t in tokens), tokens
+    return tokens  # type: ignore[return-value]
+
+
+def test_each_slot_samples_what_it_samples_alone(tiny_model):
+    """Two threads share the slots; each sampler's chain, state (penalties, grammar) and random
+    stream stay its own, so every slot gets the tokens it gets sampled one by one."""
+    assert generate(tiny_model, all_at_once) == generate(tiny_model, one_by_one)
+
+
+def test_a_sampler_given_twice_is_refused(tiny_model):
+    with CommonSampler(tiny_model, {}) as s, Context(tiny_model, n_ctx=64) as ctx:
+        with pytest.raises(ValueError, match="once"):
+            sample_and_accept_many([s, s], ctx, [0, 0], n_threads=2)
+
+
+def test_a_failed_sample_is_that_slots_error_only(tiny_model):
+    """An output the last decode did not compute fails its own slot; the others are sampled."""
+    with Context(tiny_model, n_ctx=128, n_seq_max=2, n_threads=2) as ctx, Batch(8, 2) as batch:
+        batch.add(tiny_model.vocab.bos, 0, 0, logits=True)
+        batch.add(tiny_model.vocab.bos, 0, 1, logits=False)
+        ctx.decode(batch)
+        samplers = [CommonSampler(tiny_model, {"temp": 0.0}) for _ in range(2)]
+        got = sample_and_accept_many(samplers, ctx, [0, 1], n_threads=2)
+        assert isinstance(got[0], int)
+        assert isinstance(got[1], LlamaError) and "sampling failed" in str(got[1])
+        for s in samplers:
+            s.close()
