@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 
 from ._common_cffi import ffi, lib
 from ._native import ffi as llama_ffi
 from .llama import Context, LlamaError, Model, _Owner
+
+E = TypeVar("E", bound=Exception)
 
 __all__ = ["ChatTemplates", "CommonSampler", "json_schema_to_grammar", "parse_chat_output", "sample_and_accept_many"]
 
@@ -29,9 +31,21 @@ def _take_string(ptr: Any) -> str:
         lib.pyly_free(ptr)
 
 
-def _raise_from(error: Any, what: str, exc_type: type[Exception]) -> None:
-    message = _take_string(error[0]) if error[0] != ffi.NULL else "unknown error"
-    raise exc_type(f"{what}: {message}")
+def _error(message: Any, what: str, exc_type: type[E]) -> E:
+    """``exc_type("what: <the C side's message>")``, freeing the message (``char *``, may be NULL)."""
+    return exc_type(f"{what}: {_take_string(message) if message != ffi.NULL else 'unknown error'}")
+
+
+def _raise_from(error: Any, what: str, exc_type: type[Exception]) -> NoReturn:
+    raise _error(error[0], what, exc_type)
+
+
+def _sample_error(message: Any) -> LlamaError:
+    return _error(message, "sampling failed", LlamaError)
+
+
+def _accept_error(message: Any, token: int) -> LlamaError:
+    return _error(message, f"the grammar cannot accept token {token}", LlamaError)
 
 
 def json_schema_to_grammar(schema: dict[str, Any] | list[Any] | bool | str) -> str:
@@ -73,14 +87,14 @@ class CommonSampler(_Owner):
         error = ffi.new("char **")
         token = lib.pyly_sampler_sample(self.ptr, _void(ctx.ptr), idx, error)
         if token < 0:
-            _raise_from(error, "sampling failed", LlamaError)
+            raise _sample_error(error[0])
         return token
 
     def accept(self, token: int, is_generated: bool = True) -> None:
         """Feed ``token`` to the chain (penalties, DRY, ...) and, when generated, to the grammar."""
         error = ffi.new("char **")
         if lib.pyly_sampler_accept(self.ptr, token, int(is_generated), error) != 0:
-            _raise_from(error, f"the grammar cannot accept token {token}", LlamaError)
+            raise _accept_error(error[0], token)
 
     def candidates(self, n: int) -> tuple[np.ndarray, np.ndarray, float]:
         """The top ``n`` candidates the last sample's chain left (ids, probabilities, sorted) and
@@ -117,9 +131,7 @@ def sample_and_accept_many(
         if status[i] == 0:
             out.append(tokens[i])
             continue
-        message = _take_string(errors[i]) if errors[i] != ffi.NULL else "unknown error"
-        what = "sampling failed" if status[i] == 1 else f"the grammar cannot accept token {tokens[i]}"
-        out.append(LlamaError(f"{what}: {message}"))
+        out.append(_sample_error(errors[i]) if status[i] == 1 else _accept_error(errors[i], tokens[i]))
     return out
 
 
