@@ -30,13 +30,18 @@ __all__ = ["Bridge", "named_event_sse", "sse"]
 T = TypeVar("T")
 
 
+# compact, as llama-server writes its events (ASCII-escaped: a lone surrogate a client sent cannot
+# break the UTF-8 stream)
+_to_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def sse(item: Any) -> str:
-    return f"data: {item if isinstance(item, str) else json.dumps(item)}\n\n"
+    return f"data: {item if isinstance(item, str) else _to_json(item)}\n\n"
 
 
 def named_event_sse(item: dict[str, Any]) -> str:
     """An SSE event with a name (Anthropic's and OpenAI Responses' streams): ``{"event", "data"}``."""
-    return f"event: {item['event']}\ndata: {json.dumps(item['data'])}\n\n"
+    return f"event: {item['event']}\ndata: {_to_json(item['data'])}\n\n"
 
 
 class DisconnectWatch:
