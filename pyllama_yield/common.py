@@ -17,7 +17,8 @@ import numpy as np
 
 from ._common_cffi import ffi, lib
 from ._native import ffi as llama_ffi
-from .llama import Context, LlamaError, Model, _Owner
+from .llama import Context, LlamaError, Model
+from .llama.owner import Owner
 
 E = TypeVar("E", bound=Exception)
 
@@ -65,7 +66,7 @@ def _void(ptr: Any) -> Any:
     return ffi.cast("void *", int(llama_ffi.cast("uintptr_t", ptr)))
 
 
-class CommonSampler(_Owner):
+class CommonSampler(Owner):
     """llama-server's sampler for one request (``common_sampler``).
 
     ``params`` holds ``common_params_sampling`` fields under their C++ names (``temp``,
@@ -143,7 +144,7 @@ def _json_call(fn: Any, *args: Any, what: str) -> dict[str, Any]:
     return json.loads(_take_string(out))
 
 
-class ChatTemplates(_Owner):
+class ChatTemplates(Owner):
     """llama-server's chat templates (``common_chat_templates``): the model's own template (or an
     override: a template, or a built-in name such as ``chatml``), rendered by llama.cpp's Jinja
     engine, or by its built-in formats when ``use_jinja`` is false."""

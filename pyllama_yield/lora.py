@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ._native import ffi, lib, take_recent_problems
-from .llama import ClosedError, Context, Model, ModelLoadError, _with_cause, check_gguf_file
+from .llama import ClosedError, Context, Model, ModelLoadError, check_gguf_file
+from .llama.errors import with_cause
 
 __all__ = ["LoraAdapter", "set_loras"]
 
@@ -27,7 +28,7 @@ class LoraAdapter:
         take_recent_problems()
         ptr = lib.llama_adapter_lora_init(model.ptr, os.fsencode(self.path))
         if ptr == ffi.NULL:
-            raise ModelLoadError(_with_cause(f"llama.cpp could not load the LoRA adapter {self.path}"))
+            raise ModelLoadError(with_cause(f"llama.cpp could not load the LoRA adapter {self.path}"))
         self.model = model
         self._ptr = ptr
 

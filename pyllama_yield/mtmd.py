@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ._native import ffi, lib
-from .llama import Context, LlamaError, Model, _Owner, _with_cause, check_gguf_file
+from .llama import Context, LlamaError, Model, check_gguf_file
+from .llama.errors import with_cause
+from .llama.owner import Owner
 
 __all__ = ["Chunk", "Media", "MediaError", "Projector", "ProjectorLoadError"]
 
@@ -36,7 +38,7 @@ class MediaError(ValueError):
     not take, or more media markers in the prompt than files (or fewer)."""
 
 
-class Media(_Owner):
+class Media(Owner):
     """One decoded image or audio clip (``mtmd_bitmap``). ``id`` identifies its content (the
     SHA-256 of the file's bytes): prompt caching compares it."""
 
@@ -71,7 +73,7 @@ class Chunk:
     n_pos: int
     id: str | None
     tokens: tuple[int, ...]  # the text tokens (empty for media)
-    _owner: _Owner
+    _owner: Owner
 
     @property
     def ptr(self) -> Any:
@@ -80,7 +82,6 @@ class Chunk:
     @property
     def is_text(self) -> bool:
         return self.kind == "text"
-
 
     def placeholder(self) -> Chunk:
         """The chunk without its pixels (what a cache keeps of a medium already decoded)."""
@@ -112,7 +113,7 @@ def _chunk(raw: Any) -> Chunk:
 
 def _wrap(ptr: Any) -> Chunk:
     """A :class:`Chunk` that owns (and frees) the C chunk ``ptr``."""
-    owner = _Owner(ptr, lib.mtmd_input_chunk_free)
+    owner = Owner(ptr, lib.mtmd_input_chunk_free)
     kind = _KINDS.get(lib.mtmd_input_chunk_get_type(ptr), "unknown")
     tokens: tuple[int, ...] = ()
     if kind == "text":
@@ -130,7 +131,7 @@ def _wrap(ptr: Any) -> Chunk:
     )
 
 
-class Projector(_Owner):
+class Projector(Owner):
     """A multimodal projector (``--mmproj``) for ``model``: ``mtmd_init_from_file``.
 
     ``media_marker`` is the text that stands for each medium in a prompt (mtmd's default
@@ -171,7 +172,7 @@ class Projector(_Owner):
             params.media_marker = marker
         ptr = lib.mtmd_init_from_file(os.fsencode(self.path), model.ptr, params)
         if ptr == ffi.NULL:
-            raise ProjectorLoadError(_with_cause(f"llama.cpp could not load the projector {self.path}"))
+            raise ProjectorLoadError(with_cause(f"llama.cpp could not load the projector {self.path}"))
         super().__init__(ptr, lib.mtmd_free)
         self.model = model  # the projector reads the model's vocab and sizes: keep it alive
         self.marker = ffi.string(lib.mtmd_get_marker(ptr)).decode()
@@ -187,7 +188,7 @@ class Projector(_Owner):
         options = lib.mtmd_helper_init_opt_default()
         wrapper = lib.mtmd_helper_bitmap_init_from_buf(self.ptr, buf, len(data), False, options)
         if wrapper.bitmap == ffi.NULL:
-            raise MediaError(_with_cause("Failed to load image or audio file"))
+            raise MediaError(with_cause("Failed to load image or audio file"))
         media = Media(wrapper.bitmap)
         if media.is_audio and not self.audio:
             raise MediaError("audio input is not supported by this model's projector")
@@ -207,7 +208,7 @@ class Projector(_Owner):
         try:
             status = lib.mtmd_tokenize(self.ptr, chunks, inp, bitmaps, len(media))
             if status != 0:  # 1: markers and files do not pair up; 2: a medium failed to preprocess
-                raise MediaError(_with_cause("Failed to tokenize prompt"))
+                raise MediaError(with_cause("Failed to tokenize prompt"))
             return [_chunk(lib.mtmd_input_chunks_get(chunks, i)) for i in range(lib.mtmd_input_chunks_size(chunks))]
         finally:
             lib.mtmd_input_chunks_free(chunks)
@@ -221,5 +222,5 @@ class Projector(_Owner):
             self.ptr, ctx.ptr, chunk.ptr, n_past, seq_id, ctx.n_batch, logits_last, new_n_past
         )
         if status != 0:
-            raise LlamaError(_with_cause(f"failed to process the {chunk.kind} chunk (status {status})"))
+            raise LlamaError(with_cause(f"failed to process the {chunk.kind} chunk (status {status})"))
         return int(new_n_past[0])

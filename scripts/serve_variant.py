@@ -10,7 +10,8 @@
 - ``AB_LOOP=asyncio|uvloop``: uvicorn's event loop;
 - ``AB_HTTP=h11|httptools``: uvicorn's HTTP protocol;
 - ``AB_POLL=N``: the ggml thread pools' polling level (0-100; llama-server's ``--poll``, 50 by
-  default): how long its threads spin for the next graph before they sleep.
+  default): how long its threads spin for the next graph before they sleep. Only in a build of
+  ggml without OpenMP: with it (the default on Linux) the pools' threads are libgomp's.
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ if os.environ.get("AB_METRICS") == "queue":
 
     native.current_metrics = _metrics
 if os.environ.get("AB_POLL"):
-    from pyllama_yield import llama
+    from pyllama_yield.llama import context as llama_context
 
-    _attach = llama._attach_threadpools
+    _attach = llama_context._attach_threadpools
 
     def _attach_with_poll(ctx: Any, n_threads: int, n_threads_batch: int, poll: int) -> tuple[Any, ...]:
         return _attach(ctx, n_threads, n_threads_batch, int(os.environ["AB_POLL"]))
 
-    llama._attach_threadpools = _attach_with_poll
+    llama_context._attach_threadpools = _attach_with_poll
 if os.environ.get("AB_INLINE"):
     from pyllama_yield.api import bridge
 
