@@ -13,6 +13,7 @@ from pydantic_settings import SettingsConfigDict
 
 from ..server.params import CompletionParams
 from .agent import AgentSettings
+from .chat import ChatSettings
 from .defaults import RequestDefaults
 from .fields import NOT_YET, UnsupportedFlagError, arg, lora_scaled
 from .limits import ServerLimits
@@ -20,7 +21,7 @@ from .limits import ServerLimits
 __all__ = ["ServerSettings"]
 
 
-class ServerSettings(RequestDefaults, ServerLimits, AgentSettings):
+class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings):
     """llama-server's options that matter to a server, with its defaults."""
 
     # only llama-server's LLAMA_ARG_* names (the aliases) and PYLLAMA_* ones are read from the environment
@@ -172,40 +173,6 @@ class ServerSettings(RequestDefaults, ServerLimits, AgentSettings):
         "--timeout",
         env="LLAMA_ARG_TIMEOUT",
         help="seconds a request may take; then it is cancelled and answered 503",
-    )
-
-    # --- chat templates
-    chat_template: str | None = arg(
-        None,
-        "--chat-template",
-        env="LLAMA_ARG_CHAT_TEMPLATE",
-        help="a built-in template name (chatml, llama3, ...) or a template",
-    )
-    chat_template_file: str | None = arg(None, "--chat-template-file", env="LLAMA_ARG_CHAT_TEMPLATE_FILE")
-    jinja: bool = arg(
-        True,
-        "--jinja",
-        neg=("--no-jinja",),
-        env="LLAMA_ARG_JINJA",
-        help="render chat templates with llama.cpp's Jinja engine (else its built-in formats)",
-    )
-    reasoning: Literal["on", "off", "auto"] = arg(
-        "auto", "-rea", "--reasoning", help="thinking in chats: on, off, or auto (the template's default)"
-    )
-    reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] = arg(
-        "deepseek", "--reasoning-format", env="LLAMA_ARG_THINK", help="where reasoning goes in answers"
-    )
-    reasoning_budget: int = arg(
-        -1,
-        "--reasoning-budget",
-        env="LLAMA_ARG_THINK_BUDGET",
-        help="thinking tokens allowed (-1: no limit, 0: end thinking at once)",
-    )
-    reasoning_budget_message: str | None = arg(
-        None,
-        "--reasoning-budget-message",
-        env="LLAMA_ARG_THINK_BUDGET_MESSAGE",
-        help="text forced before the end-of-thinking tag when the budget is spent",
     )
 
     # --- server features (flags we cannot honour are declared with supported=: an error naming them)
@@ -382,13 +349,6 @@ class ServerSettings(RequestDefaults, ServerLimits, AgentSettings):
     @property
     def unified_kv(self) -> bool:
         return self.kv_unified or self.parallel < 0  # llama-server's auto slots share one KV buffer
-
-    def chat_template_text(self) -> str | None:
-        """``--chat-template`` (a name or a template) or the contents of ``--chat-template-file``."""
-        if self.chat_template_file:
-            with open(self.chat_template_file, encoding="utf-8") as f:
-                return f.read()
-        return self.chat_template
 
     def completion_defaults(self) -> CompletionParams:
         """The per-request defaults these flags set (a request's own fields win)."""
