@@ -59,6 +59,68 @@ def _write_and_rename(writer, tmp: Path, path: Path) -> Path:  # noqa: ANN001 - 
     return path
 
 
+class _Tensors:
+    """Adds a random-weight model's tensors, drawn from one generator in the order they are added
+    (the same seed gives the same file): matrices scaled so that activations stay O(1) through the
+    layers (logits then differ clearly between tokens), and constant vectors (norms, biases)."""
+
+    def __init__(self, writer, rng: np.random.Generator, dtype: str = "f32") -> None:  # noqa: ANN001 - gguf.GGUFWriter
+        self.writer, self.rng, self.dtype = writer, rng, dtype
+
+    def weight(self, name: str, *shape: int) -> None:
+        import gguf
+
+        data = (self.rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+        if self.dtype == "f16":
+            self.writer.add_tensor(name, data.astype(np.float16))
+        elif self.dtype == "q8_0":
+            q = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
+            self.writer.add_tensor(name, q, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            self.writer.add_tensor(name, data)
+
+    def const(self, name: str, n: int, value: float = 1.0) -> None:
+        self.writer.add_tensor(name, np.full(n, value, dtype=np.float32))
+
+
+def _check_text_shape(arch: str, sliding_window: int, dtype: str, n_embd: int, n_head: int, n_head_kv: int) -> None:
+    if arch not in ("llama", "gemma3"):
+        raise ValueError(f"arch must be 'llama' or 'gemma3', got {arch!r}")
+    if sliding_window and arch != "gemma3":
+        raise ValueError("sliding_window needs arch='gemma3'")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if n_embd % n_head or n_head % n_head_kv:
+        raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
+    if dtype == "q8_0" and n_embd % 32:
+        raise ValueError("q8_0 needs n_embd to be a multiple of 32")
+
+
+def _add_text_tensors(
+    t: _Tensors, arch: str, n_vocab: int, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, n_ff: int
+) -> None:
+    head_dim = n_embd // n_head
+    t.weight("token_embd.weight", n_vocab, n_embd)
+    for i in range(n_layer):
+        t.const(f"blk.{i}.attn_norm.weight", n_embd)
+        t.weight(f"blk.{i}.attn_q.weight", n_head * head_dim, n_embd)
+        t.weight(f"blk.{i}.attn_k.weight", n_head_kv * head_dim, n_embd)
+        t.weight(f"blk.{i}.attn_v.weight", n_head_kv * head_dim, n_embd)
+        t.weight(f"blk.{i}.attn_output.weight", n_embd, n_head * head_dim)
+        t.const(f"blk.{i}.ffn_norm.weight", n_embd)
+        t.weight(f"blk.{i}.ffn_gate.weight", n_ff, n_embd)
+        t.weight(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
+        t.weight(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
+        if arch == "gemma3":  # per-head q/k norms and a norm after attention and after the FFN
+            t.const(f"blk.{i}.attn_q_norm.weight", head_dim)
+            t.const(f"blk.{i}.attn_k_norm.weight", head_dim)
+            t.const(f"blk.{i}.post_attention_norm.weight", n_embd)
+            t.const(f"blk.{i}.post_ffw_norm.weight", n_embd)
+    t.const("output_norm.weight", n_embd)
+    if arch == "llama":  # gemma3 ties its output to the token embeddings
+        t.weight("output.weight", n_vocab, n_embd)
+
+
 def make_tiny_model(
     path: str | os.PathLike[str],
     *,
@@ -79,22 +141,9 @@ def make_tiny_model(
     sliding-window attention in five layers of six, as Gemma 3's (0: full attention everywhere)."""
     import gguf
 
-    if arch not in ("llama", "gemma3"):
-        raise ValueError(f"arch must be 'llama' or 'gemma3', got {arch!r}")
-    if sliding_window and arch != "gemma3":
-        raise ValueError("sliding_window needs arch='gemma3'")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    if n_embd % n_head or n_head % n_head_kv:
-        raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
-    if dtype == "q8_0" and n_embd % 32:
-        raise ValueError("q8_0 needs n_embd to be a multiple of 32")
+    _check_text_shape(arch, sliding_window, dtype, n_embd, n_head, n_head_kv)
     n_ff = n_ff or 4 * n_embd
-    head_dim = n_embd // n_head
     path = Path(path)
-    rng = np.random.default_rng(seed)
-
-    # written under a temporary name, then renamed: a crash never leaves half a model behind
     tmp = path.with_name(path.name + ".tmp")
     writer = gguf.GGUFWriter(str(tmp), arch)
     writer.add_name(f"pyllama-yield tiny {n_layer}x{n_embd} seed {seed}")
@@ -105,7 +154,7 @@ def make_tiny_model(
     writer.add_head_count(n_head)
     writer.add_head_count_kv(n_head_kv)
     if arch == "llama":
-        writer.add_rope_dimension_count(head_dim)
+        writer.add_rope_dimension_count(n_embd // n_head)
     if sliding_window:
         writer.add_sliding_window(sliding_window)
     writer.add_layer_norm_rms_eps(1e-5)
@@ -116,41 +165,8 @@ def make_tiny_model(
     }[dtype]
     writer.add_file_type(file_type)
     n_vocab = _copy_tokenizer(writer, vocab)
-
-    def weight(name: str, rows: int, cols: int) -> None:
-        # scaled so activations stay O(1) through the layers: logits differ clearly between tokens
-        data = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
-        if dtype == "f16":
-            writer.add_tensor(name, data.astype(np.float16))
-        elif dtype == "q8_0":
-            q = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
-            writer.add_tensor(name, q, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        else:
-            writer.add_tensor(name, data)
-
-    def norm(name: str, n: int = n_embd) -> None:
-        writer.add_tensor(name, np.ones(n, dtype=np.float32))
-
-    weight("token_embd.weight", n_vocab, n_embd)
-    for i in range(n_layer):
-        norm(f"blk.{i}.attn_norm.weight")
-        weight(f"blk.{i}.attn_q.weight", n_head * head_dim, n_embd)
-        weight(f"blk.{i}.attn_k.weight", n_head_kv * head_dim, n_embd)
-        weight(f"blk.{i}.attn_v.weight", n_head_kv * head_dim, n_embd)
-        weight(f"blk.{i}.attn_output.weight", n_embd, n_head * head_dim)
-        norm(f"blk.{i}.ffn_norm.weight")
-        weight(f"blk.{i}.ffn_gate.weight", n_ff, n_embd)
-        weight(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
-        weight(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
-        if arch == "gemma3":  # per-head q/k norms and a norm after attention and after the FFN
-            norm(f"blk.{i}.attn_q_norm.weight", head_dim)
-            norm(f"blk.{i}.attn_k_norm.weight", head_dim)
-            norm(f"blk.{i}.post_attention_norm.weight")
-            norm(f"blk.{i}.post_ffw_norm.weight")
-    norm("output_norm.weight")
-    if arch == "llama":  # gemma3 ties its output to the token embeddings
-        weight("output.weight", n_vocab, n_embd)
-
+    tensors = _Tensors(writer, np.random.default_rng(seed), dtype)
+    _add_text_tensors(tensors, arch, n_vocab, n_layer, n_embd, n_head, n_head_kv, n_ff)
     return _write_and_rename(writer, tmp, path)
 
 
@@ -245,32 +261,32 @@ def make_tiny_mmproj(
     writer.add_vision_use_gelu(True)
     writer.add_vision_projector_scale_factor(merge)
 
-    def weight(name: str, *shape: int) -> None:
-        writer.add_tensor(name, (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32))
+    _add_vision_tensors(_Tensors(writer, rng), image_size, patch_size, n_embd, n_ff, n_layer, n_embd_text)
+    return _write_and_rename(writer, tmp, path)
 
-    def const(name: str, n: int, value: float) -> None:
-        writer.add_tensor(name, np.full(n, value, dtype=np.float32))
 
-    weight("v.patch_embd.weight", n_embd, 3, patch_size, patch_size)
-    const("v.patch_embd.bias", n_embd, 0.0)
-    weight("v.position_embd.weight", (image_size // patch_size) ** 2, n_embd)
+def _add_vision_tensors(
+    t: _Tensors, image_size: int, patch_size: int, n_embd: int, n_ff: int, n_layer: int, n_embd_text: int
+) -> None:
+    t.weight("v.patch_embd.weight", n_embd, 3, patch_size, patch_size)
+    t.const("v.patch_embd.bias", n_embd, 0.0)
+    t.weight("v.position_embd.weight", (image_size // patch_size) ** 2, n_embd)
     for i in range(n_layer):
         p = f"v.blk.{i}."
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            weight(p + t + ".weight", n_embd, n_embd)
-            const(p + t + ".bias", n_embd, 0.0)
-        for t in ("ln1", "ln2"):
-            const(p + t + ".weight", n_embd, 1.0)
-            const(p + t + ".bias", n_embd, 0.0)
-        weight(p + "ffn_up.weight", n_ff, n_embd)
-        const(p + "ffn_up.bias", n_ff, 0.0)
-        weight(p + "ffn_down.weight", n_embd, n_ff)
-        const(p + "ffn_down.bias", n_embd, 0.0)
-    const("v.post_ln.weight", n_embd, 1.0)
-    const("v.post_ln.bias", n_embd, 0.0)
-    const("mm.soft_emb_norm.weight", n_embd, 1.0)
-    weight("mm.input_projection.weight", n_embd, n_embd_text)
-    return _write_and_rename(writer, tmp, path)
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            t.weight(p + part + ".weight", n_embd, n_embd)
+            t.const(p + part + ".bias", n_embd, 0.0)
+        for part in ("ln1", "ln2"):
+            t.const(p + part + ".weight", n_embd, 1.0)
+            t.const(p + part + ".bias", n_embd, 0.0)
+        t.weight(p + "ffn_up.weight", n_ff, n_embd)
+        t.const(p + "ffn_up.bias", n_ff, 0.0)
+        t.weight(p + "ffn_down.weight", n_embd, n_ff)
+        t.const(p + "ffn_down.bias", n_embd, 0.0)
+    t.const("v.post_ln.weight", n_embd, 1.0)
+    t.const("v.post_ln.bias", n_embd, 0.0)
+    t.const("mm.soft_emb_norm.weight", n_embd, 1.0)
+    t.weight("mm.input_projection.weight", n_embd, n_embd_text)
 
 
 def make_tiny_vision_model(directory: str | os.PathLike[str], *, seed: int = 0) -> tuple[Path, Path]:
