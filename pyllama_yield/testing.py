@@ -75,7 +75,7 @@ class _Tensors:
             self.writer.add_tensor(name, data.astype(np.float16))
         elif self.dtype == "q8_0":
             q = gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0)
-            self.writer.add_tensor(name, q, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            self.writer.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)  # q: the blocks as bytes
         else:
             self.writer.add_tensor(name, data)
 

@@ -23,6 +23,7 @@ from pyllama_yield.llama import (
     NoKvSlotError,
     Sampler,
 )
+from pyllama_yield.testing import DTYPES, make_tiny_model
 
 PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time there was a llama."
 
@@ -383,3 +384,20 @@ def test_thread_pools_give_the_same_tokens_and_are_freed(tiny_model):
     for _ in range(200):
         Context(tiny_model, n_ctx=64, n_batch=16, n_threads=2, n_threads_batch=1).close()
     assert count() == before
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tiny_models_of_every_dtype_load_and_follow_the_f32_model(tmp_path: Path, dtype: str):
+    """make_tiny_model(dtype=...) writes weights llama.cpp loads in that type; they are the f32
+    model's weights rounded, so greedy decoding starts the same way."""
+    ref = Model(make_tiny_model(tmp_path / "f32.gguf", n_embd=64, seed=5))
+    model = Model(make_tiny_model(tmp_path / f"{dtype}.gguf", n_embd=64, seed=5, dtype=dtype))
+    assert model.metadata()["general.file_type"] == {"f32": "0", "f16": "1", "q8_0": "7"}[dtype]
+    if dtype != "f32":
+        assert model.size < ref.size
+    prompt = ref.vocab.tokenize(PROMPT)
+    with Context(ref, n_ctx=256, n_threads=1) as c_ref, Context(model, n_ctx=256, n_threads=1) as c:
+        want, ref_logits = greedy(c_ref, prompt, 4)
+        got, logits = greedy(c, prompt, 4)
+    assert got[0] == want[0]
+    assert np.corrcoef(ref_logits, logits)[0, 1] > 0.99
