@@ -67,6 +67,23 @@ def test_a_prefix_inside_the_window_is_reused_without_a_checkpoint(srv: Engine):
     assert again["tokens"] == fresh
 
 
+def test_a_repeated_short_prompt_goes_back_to_its_checkpoint_as_in_llama_server(srv: Engine):
+    """llama-server asks for a checkpoint once the memory's oldest position reaches n_keep - n_swa:
+    for a prompt shorter than the window that is at once (both are 0). Its repeat then evaluates
+    from the checkpoint before its last 4 tokens, in the same steps as the prompt's first time,
+    which is why a request with the same prompt twice gets the same answer twice (upstream
+    test_completion.py::test_completion_with_tokens_input)."""
+    prompt = A[:6]
+    reference(srv, prompt)
+    first = complete(srv, prompt)
+    again = complete(srv, prompt)
+    assert first["timings"]["cache_n"] == 0
+    # the checkpoint holds positions 0..1 (the 2 tokens before the last 4); llama-server goes on
+    # from its last position, 1, and evaluates the 5 tokens after it
+    assert again["timings"]["cache_n"] == 1
+    assert again["timings"]["prompt_n"] == 5
+
+
 def test_no_checkpoints_means_no_reuse_past_the_window(tmp_path):
     from pyllama_yield.testing import make_tiny_model
 

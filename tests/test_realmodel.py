@@ -156,10 +156,14 @@ def test_readme_chat_json_schema_and_function_calling(llm):
 
 def test_readme_streaming_embeddings_tokens_and_state(gemma, llm):
     question = "Q: What is the capital of France?\nA:"
+    first = llm(question, max_tokens=8, temperature=0)
+    # Asked again, Gemma 3 (sliding-window attention) goes back to the checkpoint before the
+    # prompt's last tokens and evaluates from there, as llama-server does: its repeats agree with
+    # each other, not always with the first answer (a fresh prompt is split differently)
     chunks = list(llm(question, max_tokens=8, temperature=0, stream=True))
     whole = llm(question, max_tokens=8, temperature=0)
     assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
-    assert "Paris" in whole["choices"][0]["text"]
+    assert "Paris" in first["choices"][0]["text"] and "Paris" in whole["choices"][0]["text"]
     lp = llm(question, max_tokens=1, temperature=0, logprobs=5)["choices"][0]["logprobs"]
     assert "Paris" in [t.strip() for t in lp["top_logprobs"][0]]
     tokens = llm.tokenize(b"Hello, world!")

@@ -67,10 +67,12 @@ class CheckpointPolicy:
             return n_keep
         pos_next = n_keep
         if 0 < n_keep <= len(slot.cache_tokens):
-            # the next token's window starts after n_keep - n_swa (llama-server asks for one more
-            # position, and at threshold 0 for a checkpoint even when the memory starts at 0)
+            # llama-server's rule: a checkpoint (or the whole prompt again) as soon as the memory's
+            # oldest position reaches n_keep - n_swa, so also for a short prompt whose memory starts
+            # at 0. Its re-evaluated tokens then land in the same batches as a fresh slot's: the
+            # same prompts in one request give the same answers (upstream test_completion.py)
             threshold = max(0, n_keep - self.n_swa)
-            if ctx.seq_pos_min(slot.id) > threshold:
+            if ctx.seq_pos_min(slot.id) >= threshold:
                 n_keep, pos_next = self._restore(ctx, slot, n_keep, threshold)
         slot.checkpoints = [c for c in slot.checkpoints if c.pos_max <= pos_next]
         return n_keep
