@@ -69,7 +69,7 @@ class SlotOutputs:
             n_accepted = speculative.accept_synthetic(self, s, drafts, self.drafter.synth_probs)
         else:
             for j in range(len(drafts) + 1):
-                tok = self._sample_and_accept(s, s.i_batch + j, sampled)
+                tok = self._sample_and_accept(s, s.i_batch + j, sampled if j == 0 else None)
                 if not s.busy or j == len(drafts) or tok != drafts[j]:
                     break
                 n_accepted += 1
@@ -82,17 +82,13 @@ class SlotOutputs:
             self.stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted, draft_steps=1)
 
     def _sample_and_accept(self, s: Slot, idx: int, sampled: int | LlamaError | None = None) -> int:
-        """Sample from output ``idx`` for slot ``s`` (unless ``sampled`` is its sample already),
+        """Sample from output ``idx`` for slot ``s`` (unless ``sampled`` is that sample already),
         record its probabilities, then stream it and check the stop conditions (which may finish
         the slot)."""
         assert s.sampler is not None
-        if sampled is None:
+        if sampled is None:  # the same C call as the batched path, for one sampler
             self.clock.lap("other")
-            try:
-                sampled = s.sampler.sample(self.ctx, idx)
-                s.sampler.accept(sampled, is_generated=True)
-            except LlamaError as exc:
-                sampled = exc
+            [sampled] = sample_and_accept_many([s.sampler], self.ctx, [idx], 1)
             self.clock.lap("sample")
         if isinstance(sampled, LlamaError):
             self._fail(s, str(sampled), 400)
