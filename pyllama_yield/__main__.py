@@ -166,6 +166,10 @@ def _uvicorn_server(app, settings, port: int, on_exit=None):  # noqa: ANN001, AN
             # h11, even where httptools is installed: httptools lower-cases header names, and
             # llama-server's clients see its case (Access-Control-Allow-Origin, ...)
             http="h11",
+            # asyncio, even where uvloop is installed (uvicorn's default would take it): uvloop
+            # measured no faster here (benchmarks/ab/loop-asyncio-uvloop.json), and the server
+            # then runs the same wherever it is installed
+            loop="asyncio",
         )
     )
 
