@@ -371,4 +371,3 @@ def _state_tokens(data: bytes) -> list[int]:
     n = struct.unpack_from("<I", data, 8)[0] if len(data) >= 12 else 0
     packed = list(struct.unpack_from(f"<{n}i", data, 12)) if n else []
     return token_state.unpack(packed, Chunk.load)[0]
-

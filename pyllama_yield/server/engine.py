@@ -1,10 +1,9 @@
 """The engine handle: the one door to a running server context, from any thread.
 
 Both front ends drive the engine through it: the HTTP layer (``api/``) and the in-process
-``Llama`` API. It builds tasks from requests (validate, tokenize, render chat templates) on the
-caller's thread: llama.cpp's vocab is read-only and the binding releases the GIL, so a long
-prompt never stalls the loop thread. It posts tasks and hands back readers of their results,
-cancels (a reader that stops cancels its tasks), and reads snapshots; it never touches a slot.
+``Llama`` API. It builds tasks from requests on the caller's thread (``task_builder.py``), posts
+them and hands back readers of their results, cancels (a reader that stops cancels its tasks), and
+reads snapshots; it never touches a slot.
 """
 
 from __future__ import annotations
@@ -15,42 +14,25 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
 import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 
-from .._native import hold_on_abort, lib
+from .._native import hold_on_abort
 from ..common import json_schema_to_grammar
-from ..llama import LlamaError, Sampler
-from ..mtmd import MediaError
 from ..queue import ResponseReader, Result, Task, TaskType
 from .config import EngineConfig
 from .context import ServerContext
-from .embedding import EmbeddingTask, rerank_prompt
-from .infill import fim_support_error, infill_prompt
-from .media import MediaTokens, decode_base64, is_media_cell, multimodal_tokens
-from .params import CompletionParams, resolve, validation_message
+from .embedding import EmbeddingTask
+from .params import resolve
 from .results import error_payload
-from .sampling import GrammarError
-from .task import CompletionTask, tokenize_prompts
+from .task import CompletionTask
+from .task_builder import ContextOverflowError, TaskBuilder
 
-__all__ = ["ContextOverflowError", "Engine"]
+__all__ = ["ContextOverflowError", "Engine"]  # the error: task_builder.py's
 
 log = logging.getLogger("pyllama_yield.server")
 
 
-class ContextOverflowError(ValueError):
-    """A prompt that does not fit a slot's context (llama-server's ``exceed_context_size_error``)."""
-
-    def __init__(self, n_prompt_tokens: int, n_ctx: int) -> None:
-        super().__init__(
-            f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"
-        )
-        self.n_prompt_tokens = n_prompt_tokens
-        self.n_ctx = n_ctx
-
-
-class Engine:
+class Engine(TaskBuilder):
     """A model served by slots on a loop thread of its own (:meth:`start`), and what callers on
     any thread may ask of it. ``core`` is the loop side, for tests and diagnostics only."""
 
@@ -137,66 +119,9 @@ class Engine:
         """Wake a sleeping engine (``--sleep-idle-seconds``) and wait until its context is back."""
         self.queue.wait_until_no_sleep()
 
-    # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
-    @property
-    def n_vocab(self) -> int:
-        return self.model.n_vocab
-
-    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
-        return self.vocab.tokenize(text, add_special=add_special, parse_special=parse_special)
-
-    def piece(self, token: int) -> bytes:
-        return self.vocab.token_to_piece(token)
-
-    def detokenize(self, tokens: list[int]) -> str:
-        return self.vocab.detokenize(tokens)
-
-    def token_text(self, token: int) -> str:
-        """A token's text, special tokens shown (``<bos>``); empty for "no such token" (-1)."""
-        return "" if token < 0 else self.vocab.token_to_piece(token, special=True).decode("utf-8", "replace")
-
-    def check_grammar(self, grammar: str) -> None:
-        """Raise ``GrammarError`` with llama.cpp's reason when it cannot parse ``grammar`` (GBNF),
-        before a request is queued (parsing reads only the vocab: any thread)."""
-        try:
-            Sampler([lib.llama_sampler_init_grammar(self.vocab.ptr, grammar.encode(), b"root")]).close()
-        except LlamaError as exc:
-            raise GrammarError(f"invalid grammar: {exc}") from None
-
     def default_settings(self) -> dict[str, Any]:
         """The generation settings a request gets when it sets nothing (``/props``)."""
         return resolve(self.defaults, self, json_schema_to_grammar, n_parallel=self.n_parallel).settings
-
-    def infill_tokens(self, body: dict[str, Any]) -> list[int]:
-        """The FIM prompt of an ``/infill`` request (``input_prefix``, ``input_suffix``,
-        ``input_extra``, and ``prompt`` as the start of the middle)."""
-        error = fim_support_error(self.vocab)
-        if error:
-            raise NotImplementedError(error)
-        prompt = body.get("prompt", "")
-        if not isinstance(prompt, str):
-            raise ValueError('"prompt" must be a string')
-        for name in ("input_prefix", "input_suffix"):
-            if name not in body:
-                raise ValueError(f'"{name}" is required')
-        extra = body.get("input_extra", [])
-        if not isinstance(extra, list):
-            raise ValueError('"input_extra" must be an array of {"filename": string, "text": string}')
-        for chunk in extra:
-            if not isinstance(chunk, dict) or not isinstance(chunk.get("text"), str):
-                raise ValueError('extra_context chunk must contain a "text" field with a string value')
-            if not isinstance(chunk.get("filename", ""), str):
-                raise ValueError('extra_context chunk\'s "filename" field must be a string')
-        return infill_prompt(
-            self.vocab,
-            body["input_prefix"],
-            body["input_suffix"],
-            extra,
-            self.tokenize(prompt, False, True),
-            n_batch=self.n_batch,
-            n_predict=self.defaults.n_predict,
-            n_ctx=self.n_ctx_slot,
-        )
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The prompt for a chat, in the server's chat template (``--chat-template``), else the
@@ -237,117 +162,6 @@ class Engine:
         }
 
     # --- client side (any thread) -----------------------------------------------------------
-    def make_tasks(
-        self, data: dict[str, Any] | CompletionParams, prompt: Any = None, *, params: CompletionParams | None = None
-    ) -> list[CompletionTask]:
-        """A request's JSON → one task per prompt and per choice (``n``), tokenized here, on the
-        calling thread. ``prompt`` defaults to ``data["prompt"]``. Raises ``ValueError`` with the
-        field and the reason for a bad request."""
-        if self.embedding:
-            raise NotImplementedError("This server does not support completions. Start it without `--embeddings`")
-        if params is None:
-            if not isinstance(data, dict):
-                raise ValueError("the request must be a JSON object")
-            try:
-                params = CompletionParams.model_validate(data).over(self.defaults)
-            except ValidationError as exc:
-                raise ValueError(validation_message(exc)) from None
-        params = self._apply_caps(params)
-        if prompt is None:
-            prompt = data.get("prompt") if isinstance(data, dict) else None
-        if prompt is None:
-            raise ValueError('"prompt" is required')
-        task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.n_parallel)
-        prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
-        tasks = []
-        for i, tokens in enumerate(prompts):
-            media = tokens.media if isinstance(tokens, MediaTokens) else {}
-            self.check_prompt(tokens, with_media=bool(media))
-            if media and params.prompt_logprobs >= 0:
-                raise ValueError("prompt_logprobs is not supported for prompts with media")
-            text = prompt if isinstance(prompt, str) else ""
-            for j in range(params.n_cmpl):
-                index = i * params.n_cmpl + j
-                tasks.append(CompletionTask(tokens, task_params, index=index, prompt_text=text, media=media))
-        return tasks
-
-    def count_prompt_tokens(self, prompt: Any) -> int:
-        """The KV cells a prompt takes (its media's too): what ``/input_tokens`` routes report."""
-        return len(tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)[0])
-
-    @property
-    def _multimodal(self) -> Callable[[str, list[Any]], MediaTokens] | None:
-        """How ``tokenize_prompts`` reads a prompt with ``multimodal_data``; None without --mmproj."""
-        projector = self.projector
-        if projector is None:
-            return None
-
-        def tokens(text: str, files: list[Any]) -> MediaTokens:
-            data = [f if isinstance(f, bytes) else decode_base64(f) if isinstance(f, str) else b"" for f in files]
-            try:
-                return multimodal_tokens(projector, text, data)
-            except MediaError as exc:
-                raise ValueError(str(exc)) from None
-
-        return tokens
-
-    def _apply_caps(self, params: CompletionParams) -> CompletionParams:
-        """The server's caps on what one request may ask for (``--n-predict-max``, ``--n-probs-max``)."""
-        for name in ("n_probs", "prompt_logprobs"):
-            if getattr(params, name) > self.n_probs_max:
-                raise ValueError(f"{name} {getattr(params, name)} is over this server's limit of {self.n_probs_max}")
-        cap = self.n_predict_max
-        if cap >= 0:
-            if params.n_predict > cap:
-                raise ValueError(f"n_predict {params.n_predict} is over this server's limit of {cap}")
-            if params.n_predict < 0:
-                params = params.model_copy(update={"n_predict": cap})
-        return params
-
-    def make_embedding_tasks(self, inputs: Any, normalize: int = 2) -> list[EmbeddingTask]:
-        """One task per input (the prompt forms of completions); each must fit one ubatch."""
-        if not self.embedding:
-            raise NotImplementedError("This server does not support embeddings. Start it with `--embeddings`")
-        prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
-        tasks = []
-        for i, tokens in enumerate(prompts):
-            if not tokens:
-                raise ValueError("Input content cannot be empty")
-            media = tokens.media if isinstance(tokens, MediaTokens) else {}
-            self.check_prompt(tokens, with_media=bool(media))
-            if len(tokens) > self.n_ubatch:
-                raise ValueError(
-                    f"input ({len(tokens)} tokens) is too large to process. increase the physical batch size "
-                    f"(current batch size: {self.n_ubatch})"
-                )
-            tasks.append(EmbeddingTask(tokens, index=i, normalize=normalize, media=media))
-        return tasks
-
-    def make_rerank_tasks(self, query: str, documents: list[str]) -> list[EmbeddingTask]:
-        """One task per document: the reranker scores the (query, document) pair."""
-        if not self.embedding or self.pooling != "rank":
-            raise NotImplementedError("This server does not support reranking. Start it with `--reranking`")
-        tasks = []
-        for i, doc in enumerate(documents):
-            tokens = rerank_prompt(self.model, self.vocab, query, doc)
-            self.check_prompt(tokens)
-            if len(tokens) > self.n_ubatch:
-                raise ValueError(
-                    f"input ({len(tokens)} tokens) is too large to process. increase the physical batch size"
-                )
-            tasks.append(EmbeddingTask(tokens, index=i, normalize=-1, rerank=True))
-        return tasks
-
-    def check_prompt(self, tokens: list[int], with_media: bool = False) -> None:
-        if not tokens:
-            raise ValueError("the prompt is empty")
-        n_vocab = self.vocab.n_tokens
-        bad = next((t for t in tokens if not (0 <= t < n_vocab or (with_media and is_media_cell(t)))), None)
-        if bad is not None:
-            raise ValueError(f"token id {bad} out of range [0, {self.vocab.n_tokens})")
-        if len(tokens) >= self.n_ctx_slot:
-            raise ContextOverflowError(len(tokens), self.n_ctx_slot)
-
     def submit(
         self,
         request: dict[str, Any] | CompletionTask | list[CompletionTask] | list[EmbeddingTask],
