@@ -6,7 +6,7 @@ batched on one engine; ``acreate_*`` are the asyncio twins.
 
 from __future__ import annotations
 
-from ..server.engine import ContextOverflowError
+from ..server.task_builder import ContextOverflowError
 from .answers import EngineError
 from .grammar import GrammarError, LlamaGrammar, LlamaState
 from .llama import Llama

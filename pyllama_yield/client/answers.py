@@ -7,7 +7,7 @@ from typing import Any
 
 from ..queue import Result
 from ..server.chat import ChatState
-from ..server.engine import ContextOverflowError
+from ..server.task_builder import ContextOverflowError
 from . import shapes
 from .types import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage, Completion, CompletionChunk
 

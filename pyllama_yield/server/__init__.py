@@ -1,6 +1,7 @@
 """The server: slots and continuous batching on the yielding queue. It knows tasks, never HTTP.
 
 - ``engine``: ``Engine``, the handle both front ends use (build tasks, submit, read, cancel, snapshot);
+- ``task_builder``: request → tasks on the caller's thread (tokenize, validate, caps, context checks);
 - ``config``: ``EngineConfig``, what an engine is built from, frozen;
 - ``context``: ``ServerContext``, the slots and the loop side; ``batching``: one step of the loop;
 - ``params``: every request field (pydantic), resolved into a task's parameters;
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 from .config import EngineConfig
 from .context import ServerContext
-from .engine import ContextOverflowError, Engine
+from .engine import Engine
 from .params import CompletionParams, TaskParams
 from .task import CompletionTask
+from .task_builder import ContextOverflowError
 
 __all__ = [
     "CompletionParams",

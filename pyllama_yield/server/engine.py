@@ -17,17 +17,15 @@ from typing import Any
 import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 
 from .._native import hold_on_abort
-from ..common import json_schema_to_grammar
 from ..queue import ResponseReader, Result, Task, TaskType
 from .config import EngineConfig
 from .context import ServerContext
 from .embedding import EmbeddingTask
-from .params import resolve
 from .results import error_payload
 from .task import CompletionTask
-from .task_builder import ContextOverflowError, TaskBuilder
+from .task_builder import TaskBuilder
 
-__all__ = ["ContextOverflowError", "Engine"]  # the error: task_builder.py's
+__all__ = ["Engine"]
 
 log = logging.getLogger("pyllama_yield.server")
 
@@ -118,10 +116,6 @@ class Engine(TaskBuilder):
     def wait_until_awake(self) -> None:
         """Wake a sleeping engine (``--sleep-idle-seconds``) and wait until its context is back."""
         self.queue.wait_until_no_sleep()
-
-    def default_settings(self) -> dict[str, Any]:
-        """The generation settings a request gets when it sets nothing (``/props``)."""
-        return resolve(self.defaults, self, json_schema_to_grammar, n_parallel=self.n_parallel).settings
 
     def render_chat(self, messages: list[dict[str, Any]]) -> str:
         """The prompt for a chat, in the server's chat template (``--chat-template``), else the

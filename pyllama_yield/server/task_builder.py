@@ -84,6 +84,10 @@ class TaskBuilder:
         except LlamaError as exc:
             raise GrammarError(f"invalid grammar: {exc}") from None
 
+    def default_settings(self) -> dict[str, Any]:
+        """The generation settings a request gets when it sets nothing (``/props``)."""
+        return resolve(self.defaults, self, json_schema_to_grammar, n_parallel=self.n_parallel).settings
+
     def infill_tokens(self, body: dict[str, Any]) -> list[int]:
         """The FIM prompt of an ``/infill`` request (``input_prefix``, ``input_suffix``,
         ``input_extra``, and ``prompt`` as the start of the middle)."""
