@@ -33,9 +33,10 @@ _add_installed_compiled_parts()
 _LAZY = {
     "ffi": ("._native", "ffi"),
     "lib": ("._native", "lib"),
-    "backends": (".backends", "backends"),
-    "system_info": (".backends", "system_info"),
-    "build_info": (".backends", "build_info"),
+    "backends": (".devices", "backends"),
+    "system_info": (".devices", "system_info"),
+    "build_info": (".devices", "build_info"),
+    "module_report": (".devices", "module_report"),
     "Llama": (".client", "Llama"),
     "LlamaGrammar": (".client", "LlamaGrammar"),
     "LlamaState": (".client", "LlamaState"),
@@ -43,8 +44,8 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._native import ffi, lib
-    from .backends import backends, build_info, system_info
     from .client import Llama, LlamaGrammar, LlamaState
+    from .devices import backends, build_info, module_report, system_info
 
 __all__ = [
     "Llama",
@@ -53,6 +54,7 @@ __all__ = [
     "__version__",
     "backends",
     "build_info",
+    "module_report",
     "ffi",
     "lib",
     "system_info",

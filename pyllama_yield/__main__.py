@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -15,7 +16,8 @@ from pathlib import Path
 
 def cmd_info(args: argparse.Namespace) -> int:
     import pyllama_yield
-    from pyllama_yield.backends import backends, build_info, system_info
+    from pyllama_yield.backend_loader import report_lines
+    from pyllama_yield.devices import backends, build_info, module_report, system_info
 
     if args.rpc:  # their devices join the list
         from pyllama_yield import rpc
@@ -25,12 +27,13 @@ def cmd_info(args: argparse.Namespace) -> int:
         except (OSError, ValueError, RuntimeError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    build, regs, system = build_info(), backends(), system_info()
+    build, regs, system, modules = build_info(), backends(), system_info(), module_report()
     if args.json:
         info = {
             "version": pyllama_yield.__version__,
             "build": build,
             "backends": [{"name": b.name, "devices": [d.__dict__ for d in b.devices]} for b in regs],
+            "backend_modules": [dataclasses.asdict(m) for m in modules],
             "system_info": system,
         }
         print(json.dumps(info, indent=2))
@@ -45,6 +48,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         for d in b.devices:
             mib = d.memory_total // (1 << 20)
             print(f"  device      {d.name} [{d.type}] {d.description} ({mib} MiB)")
+    for _level, line in report_lines(modules):
+        print(f"module        {line}")
     print(f"system        {system}")
     return 0
 
@@ -204,6 +209,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = _uvicorn_server(app, settings, port, on_exit=tools.shutdown if tools else None)
     shutting_down = threading.Event()
     failure: list[BaseException] = []
+
+    from pyllama_yield.backend_loader import report_lines
+    from pyllama_yield.devices import module_report
+
+    for _level, line in report_lines(module_report()):  # which backends run, why a GPU does not
+        print(line, file=sys.stderr)
 
     def load(stack: ExitStack) -> None:
         try:

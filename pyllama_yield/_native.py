@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # The modules are imported by absolute name: ``from . import <submodule>`` inside the import cycle through
 # the package's ``__getattr__`` types as a broken Any under mypy (these modules exist only in a build).
@@ -24,6 +25,8 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
     ) from exc
 
 import pyllama_yield._build_config as _build_config
+
+from .backend_loader import ModuleStatus, load_backend_modules, log_report
 
 # where the compiled parts live (the libraries, backend modules, vocab files)
 PACKAGE_DIR = Path(_llama_cffi.__file__).resolve().parent
@@ -123,6 +126,36 @@ def hold_on_abort(listener: Callable[[str], None]) -> Callable[[], None]:
 
 _init_lock = threading.Lock()
 _initialized = False
+# What each backend module of a GGML_BACKEND_DL build did at load (empty in a build that links
+# its backends): pyllama_yield.module_report().
+module_report: list[ModuleStatus] = []
+
+
+def _registered_backends() -> dict[str, int]:
+    regs = (lib.ggml_backend_reg_get(i) for i in range(lib.ggml_backend_reg_count()))
+    return {ffi.string(lib.ggml_backend_reg_name(r)).decode(): lib.ggml_backend_reg_dev_count(r) for r in regs}
+
+
+_backend_functions: dict[str, Any] = {}
+
+
+def backend_function(name: str, backend: str) -> Any:
+    """A function of a backend's own header (``ggml-cpu.h``, ``ggml-rpc.h``): the linked one, or, when
+    that backend is a module (GGML_BACKEND_DL), the address its registry gives for ``name``, as
+    llama.cpp itself finds them, typed by the generated ``pyly_fn_<name>`` (checked against the
+    header when the binding was compiled). Raises RuntimeError when the backend or function is not
+    there."""
+    if hasattr(lib, name):
+        return getattr(lib, name)
+    if name not in _backend_functions:
+        reg = lib.ggml_backend_reg_by_name(backend.encode())
+        if reg == ffi.NULL:
+            raise RuntimeError(f"this build has no {backend} backend loaded, which {name} belongs to")
+        addr = lib.ggml_backend_reg_get_proc_address(reg, name.encode())
+        if addr == ffi.NULL:
+            raise RuntimeError(f"the {backend} backend does not export {name}")
+        _backend_functions[name] = ffi.cast(f"pyly_fn_{name}", addr)
+    return _backend_functions[name]
 
 
 def init() -> None:
@@ -134,7 +167,15 @@ def init() -> None:
         lib.llama_log_set(lib._pyllama_log_callback, ffi.NULL)
         lib.mtmd_helper_log_set(lib._pyllama_log_callback, ffi.NULL)  # mtmd (clip) logs on its own
         if _build_config.BACKEND_DL:
-            lib.ggml_backend_load_all_from_path(str(PACKAGE_DIR).encode())
+            module_report[:] = load_backend_modules(
+                lib,
+                PACKAGE_DIR,
+                _build_config.BACKEND_MODULES,
+                cuda_major=_build_config.CUDA_MAJOR,
+                registered=_registered_backends,
+                problems=take_recent_problems,
+            )
+            log_report(module_report)
         lib.llama_backend_init()
         atexit.register(_shutdown)
         _initialized = True

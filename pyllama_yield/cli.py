@@ -118,7 +118,7 @@ def engine_config(settings: ServerSettings, model_path: str | None = None) -> En
     return EngineConfig(
         model=ModelConfig(
             path,
-            n_gpu_layers=settings.n_gpu_layers if settings.n_gpu_layers >= 0 else 999,
+            n_gpu_layers=settings.n_gpu_layers,  # negative: all layers (llama.cpp's own reading)
             use_mmap=settings.mmap,
             use_mlock=settings.mlock,
             name=settings.aliases[0] if settings.aliases else None,

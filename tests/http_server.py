@@ -16,6 +16,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 LOGS: dict[int, Path] = {}  # pid -> the server's log file
 API_KEY = "test-key"
+# scripts/gpu_check.sh runs the suite with layers offloaded: every served model gets -ngl N.
+GPU_LAYERS = os.environ.get("PYLLAMA_TEST_GPU_LAYERS")
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
@@ -31,7 +33,8 @@ def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
     # the server's next log line, which would look like a hung server
     log = tempfile.NamedTemporaryFile("w+", prefix="pyllama-serve-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(model), "--port", str(port), *args],
+        [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(model), "--port", str(port), *args]
+        + (["-ngl", GPU_LAYERS] if GPU_LAYERS and "-ngl" not in args else []),
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,

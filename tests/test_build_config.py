@@ -12,6 +12,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CMAKE = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
 
+# The source build's configure step: not there where the package was installed from a wheel
+# (scripts/test_wheel.sh runs the suite with no cmake and no source tree).
+pytestmark = pytest.mark.skipif(
+    not Path(CMAKE).exists() or not (REPO / "CMakeLists.txt").exists(), reason="needs cmake and the source tree"
+)
+
 
 def configure(tmp_path: Path, *defines: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -42,3 +48,16 @@ def test_bad_backend_requests_fail_configure(tmp_path: Path, defines: list[str],
     proc = configure(tmp_path, *defines)
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_a_backend_option_lasts_one_configure(tmp_path: Path):
+    """The build folder is shared between source builds: a backend asked for once must not be
+    built again by a later configure that does not ask for it."""
+    without_rpc = configure(tmp_path, "-DGGML_RPC=OFF")
+    assert without_rpc.returncode == 0, without_rpc.stderr[-3000:]
+    linked = [line for line in without_rpc.stdout.splitlines() if "pyllama-yield: linked" in line]
+    assert linked and "ggml-rpc" not in linked[0]
+    again = configure(tmp_path)  # same folder, no options: the defaults, RPC included
+    assert again.returncode == 0, again.stderr[-3000:]
+    linked = [line for line in again.stdout.splitlines() if "pyllama-yield: linked" in line]
+    assert linked and "ggml-rpc" in linked[0]

@@ -298,11 +298,12 @@ def test_static_runtimes() -> None:
 
 @pytest.mark.timeout(30)
 def test_container_runtime_lifecycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # a stand-in engine: writes the cidfile (argv: run --rm -i --cidfile F image sh), then holds on
-    # its stdin as the container's shell would, and records that it saw EOF
+    # a stand-in engine: records its argv, then writes the cidfile (argv: run --rm -i --cidfile F
+    # image sh) - in that order, since spec() returns once the cidfile is there - then holds on its
+    # stdin as the container's shell would, and records that it saw EOF
     engine = tmp_path / "docker"
     engine.write_text(
-        f'#!/bin/sh\necho "cid-$$" > "$5"\necho "$@" > {tmp_path}/args\ncat > /dev/null\ntouch {tmp_path}/closed\n'
+        f'#!/bin/sh\necho "$@" > {tmp_path}/args\necho "cid-$$" > "$5"\ncat > /dev/null\ntouch {tmp_path}/closed\n'
     )
     engine.chmod(engine.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")

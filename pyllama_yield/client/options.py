@@ -73,7 +73,7 @@ def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int
         "n_ubatch": kw.pop("n_ubatch", 512),
         "n_threads": kw.pop("n_threads", None),
         "n_threads_batch": kw.pop("n_threads_batch", None),
-        "n_gpu_layers": 999 if n_gpu < 0 else n_gpu,
+        "n_gpu_layers": n_gpu,  # negative: all layers (llama.cpp's own reading)
         "use_mmap": kw.pop("use_mmap", True) and lora_path is None,
         "use_mlock": kw.pop("use_mlock", False),
         "rpc_servers": tuple((kw.pop("rpc_servers", None) or "").split(",")),

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._native import ffi, lib, take_recent_problems
+from .._native import backend_function, ffi, lib, take_recent_problems
 from .batch import Batch
 from .errors import DecodeAbortedError, DecodeError, InvalidBatchError, LlamaError, NoKvSlotError, with_cause
 from .model import Model
@@ -49,18 +49,21 @@ def _attach_threadpools(ctx: Any, n_threads: int, n_threads_batch: int, poll: in
     params.poll = poll
     batch_params = lib.ggml_threadpool_params_default(n_threads_batch)
     batch_params.poll = poll
+    # ggml-cpu.h's functions: in the CPU backend, a module of its own in a wheel (GGML_BACKEND_DL)
+    threadpool_new = backend_function("ggml_threadpool_new", "CPU")
+    threadpool_free = backend_function("ggml_threadpool_free", "CPU")
     pools: list[Any] = []
     batch_pool = ffi.NULL
     if not lib.ggml_threadpool_params_match(ffi.addressof(params), ffi.addressof(batch_params)):
-        batch_pool = lib.ggml_threadpool_new(ffi.addressof(batch_params))
+        batch_pool = threadpool_new(ffi.addressof(batch_params))
         if batch_pool == ffi.NULL:
             return ()  # ggml falls back to threads per graph
         pools.append(batch_pool)
         params.paused = True
-    pool = lib.ggml_threadpool_new(ffi.addressof(params))
+    pool = threadpool_new(ffi.addressof(params))
     if pool == ffi.NULL:
         for p in pools:
-            lib.ggml_threadpool_free(p)
+            threadpool_free(p)
         return ()
     pools.append(pool)
     lib.llama_attach_threadpool(ctx, pool, batch_pool)
@@ -69,8 +72,10 @@ def _attach_threadpools(ctx: Any, n_threads: int, n_threads_batch: int, poll: in
 
 def _free_context(ctx: Any, pools: tuple[Any, ...]) -> None:
     lib.llama_free(ctx)  # first: the context may still hold the pools
-    for pool in pools:
-        lib.ggml_threadpool_free(pool)
+    if pools:
+        threadpool_free = backend_function("ggml_threadpool_free", "CPU")
+        for pool in pools:
+            threadpool_free(pool)
 
 
 def _context_params(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import struct
 from collections.abc import Callable, Sequence
@@ -10,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from .._native import ffi, lib, take_recent_problems
+from ..devices import gpu_unavailable_reason
 from .errors import ModelLoadError, with_cause
 from .owner import Owner, read_string
 from .vocab import Vocab
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Model", "apply_chat_template", "builtin_chat_templates", "check_gguf_file"]
 
@@ -43,6 +47,16 @@ def _pyllama_progress_callback(progress: float, user_data: Any) -> bool:
         return callback(progress) is not False
     except Exception:  # an exception cannot cross C; stop loading instead
         return False
+
+
+def _warn_without_gpu(n_gpu_layers: int) -> None:
+    """Layers asked to be offloaded where nothing can take them: llama.cpp would run on the CPU
+    without a word; say so, and why (no driver, no CUDA runtime, a CPU-only build...)."""
+    why = gpu_unavailable_reason()
+    if why is not None:
+        log.warning(
+            "n_gpu_layers=%d asked for, but no GPU is available (%s): the model runs on the CPU", n_gpu_layers, why
+        )
 
 
 class Model(Owner):
@@ -98,6 +112,8 @@ class Model(Owner):
             keep.append(handle)
             params.progress_callback = lib._pyllama_progress_callback
             params.progress_callback_user_data = handle
+        if n_gpu_layers > 0 and devices is None:  # negative: "all the backends take", serve's default
+            _warn_without_gpu(n_gpu_layers)
         take_recent_problems()
         ptr = lib.llama_model_load_from_file(os.fsencode(self.path), params)
         if ptr == ffi.NULL:

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Record one wheel build in ``benchmarks/wheel_builds.json`` (one entry per backend, replaced on rebuild).
+
+Called by ``scripts/build_wheels.sh`` after auditwheel: the commit built, the machine, the tools'
+versions, the CUDA architectures, the wall time of the build and the size of the wheel and of each
+shared library in it. ``scripts/readme_figures.py`` makes the README's table from this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import zipfile
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RECORD = REPO / "benchmarks" / "wheel_builds.json"
+
+
+def _run(*cmd: str) -> str:
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO).stdout.strip()
+
+
+def _commit() -> str:
+    commit = _run("git", "rev-parse", "--short", "HEAD")
+    return commit + ("-dirty" if _run("git", "status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    return found.group(1) if found else platform.processor()
+
+
+def _libraries(wheel: Path) -> dict[str, int]:
+    """Uncompressed size of each shared library in the wheel, by file name."""
+    with zipfile.ZipFile(wheel) as zf:
+        return {
+            Path(info.filename).name: info.file_size
+            for info in zf.infolist()
+            if re.search(r"\.so(\.\d+)*$", info.filename)
+        }
+
+
+def build_entry(args: argparse.Namespace) -> dict[str, object]:
+    wheel: Path = args.wheel
+    entry: dict[str, object] = {
+        "backend": args.backend,
+        "commit": _commit(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": {"cpus": os.cpu_count(), "cpu": _cpu_model(), "system": platform.platform()},
+        "tools": {
+            "c_compiler": _run("cc", "--version").splitlines()[0],
+            **{name: metadata.version(name) for name in ("scikit-build-core", "cmake", "ninja", "cffi", "auditwheel")},
+        },
+        "build_seconds": args.seconds,
+        "build_parallel": int(os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", os.cpu_count() or 1)),
+        "wheel": wheel.name,
+        "wheel_bytes": wheel.stat().st_size,
+        "libraries_bytes": _libraries(wheel),
+    }
+    if args.nvcc:
+        release = re.search(r"release ([\d.]+), (V[\d.]+)", _run(args.nvcc, "--version"))
+        entry["nvcc"] = " ".join(release.groups()) if release else "?"
+        entry["cuda_archs"] = args.cuda_archs
+        entry["cublas"] = metadata.version("nvidia-cublas")
+    return entry
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--backend", required=True)
+    ap.add_argument("--seconds", type=int, required=True)
+    ap.add_argument("--wheel", type=Path, required=True)
+    ap.add_argument("--nvcc")
+    ap.add_argument("--cuda-archs")
+    args = ap.parse_args()
+    record = json.loads(RECORD.read_text()) if RECORD.exists() else {"builds": {}}
+    record["builds"][args.backend] = build_entry(args)
+    RECORD.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"record_wheel_build: {args.backend} -> {RECORD.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
