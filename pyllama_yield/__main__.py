@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import re
 import signal
@@ -213,8 +214,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pyllama_yield.backend_loader import report_lines
     from pyllama_yield.devices import module_report
 
-    for _level, line in report_lines(module_report()):  # which backends run, why a GPU does not
-        print(line, file=sys.stderr)
+    for level, line in report_lines(module_report()):  # which backends run (why a GPU does not: logged
+        if level < logging.WARNING:  # as a warning when the package loaded)
+            print(line, file=sys.stderr)
 
     def load(stack: ExitStack) -> None:
         try:

@@ -31,6 +31,9 @@ log = logging.getLogger("pyllama_yield.backends")
 # The NVIDIA wheels' libraries a CUDA module links, in dependency order, by CUDA major version.
 _NVIDIA_WHEEL_LIBS = {"13": ("libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13")}
 
+# Backends that start with no device by design, and where their devices come from.
+_DEVICES_ADDED_LATER = {"RPC": "its devices are the rpc-servers given with --rpc"}
+
 # What a missing library means to the user, and what to do about it.
 _HINTS = (
     ("libcuda.so", "the NVIDIA driver is not installed (or not visible in this container)"),
@@ -154,7 +157,7 @@ def load_backend_modules(
         if backend in regs:
             devices = regs[backend]
             why = None
-            if devices == 0:
+            if devices == 0 and backend not in _DEVICES_ADDED_LATER:
                 said = [line for line in logged if backend.lower() in line.lower()]
                 why = "no device" + (f": {said[-1]}" if said else "")
             report.append(ModuleStatus(module, backend, str(path), True, devices, why, extra))
@@ -174,7 +177,9 @@ def report_lines(report: Sequence[ModuleStatus]) -> list[tuple[int, str]]:
             if status.loaded:
                 lines.append((logging.INFO, f"backend CPU: {name}"))
             continue
-        if status.loaded and status.devices:
+        if status.loaded and status.backend in _DEVICES_ADDED_LATER:
+            lines.append((logging.INFO, f"backend {status.backend}: {name} ({_DEVICES_ADDED_LATER[status.backend]})"))
+        elif status.loaded and status.devices:
             lines.append((logging.INFO, f"backend {status.backend}: {name}, {status.devices} device(s)"))
         else:
             lines.append((logging.WARNING, f"backend {status.backend} not used ({name}): {status.reason}"))

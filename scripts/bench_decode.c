@@ -66,10 +66,13 @@ done:
 
 int main(int argc, char ** argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: %s MODEL N_THREADS N_GEN ROUNDS TOKEN...\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL N_THREADS N_GEN ROUNDS TOKEN...\n"
+                        "  BENCH_BACKEND_DIR: load the backend modules there (a GGML_BACKEND_DL build)\n"
+                        "  BENCH_N_GPU_LAYERS: layers to offload (default: llama.cpp's, all)\n", argv[0]);
         return 2;
     }
     llama_log_set(quiet, NULL);
+    if (getenv("BENCH_BACKEND_DIR")) ggml_backend_load_all_from_path(getenv("BENCH_BACKEND_DIR"));
     llama_backend_init();
     const int n_threads = atoi(argv[2]);
     const int n_gen = atoi(argv[3]);
@@ -78,7 +81,9 @@ int main(int argc, char ** argv) {
     llama_token * prompt = malloc(sizeof(llama_token) * n_prompt);
     for (int i = 0; i < n_prompt; i++) prompt[i] = atoi(argv[5 + i]);
 
-    struct llama_model * model = llama_model_load_from_file(argv[1], llama_model_default_params());
+    struct llama_model_params mparams = llama_model_default_params();
+    if (getenv("BENCH_N_GPU_LAYERS")) mparams.n_gpu_layers = atoi(getenv("BENCH_N_GPU_LAYERS"));
+    struct llama_model * model = llama_model_load_from_file(argv[1], mparams);
     if (!model) { fprintf(stderr, "cannot load %s\n", argv[1]); return 1; }
     int rc = 0;
     for (int r = 0; r < n_rounds && rc == 0; r++) rc = run_round(model, n_threads, prompt, n_prompt, n_gen);

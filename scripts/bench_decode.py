@@ -5,6 +5,10 @@ Both load the same tiny model (made here), use the same thread count, decode the
 and generate the same number of tokens with llama.cpp's greedy sampler; the script checks they
 generate the same tokens, runs several alternating rounds, and reports the tokens/s ratio.
 The C program (scripts/bench_decode.c) is compiled against the installed package's libllama.
+
+On a GPU (``scripts/gpu_check.sh``): ``--n-gpu-layers 99`` offloads on both sides, and
+``--llama-bench PATH`` adds llama.cpp's own ``llama-bench`` (pp/tg of the same model, same
+threads and sizes) as a third peer, taking its turn in every round.
 """
 
 from __future__ import annotations
@@ -31,10 +35,15 @@ LLAMA_DIR = HERE.parent / "vendor" / "llama.cpp"
 
 
 def build_native(workdir: Path) -> Path:
-    pkg = Path(pyllama_yield.__file__).resolve().parent
+    from pyllama_yield._native import PACKAGE_DIR as pkg  # the compiled parts, also from a checkout
+
     exe = workdir / "bench_decode"
     cc = os.environ.get("CC") or shutil.which("cc") or "gcc"
-    libs = [f"-l:{p.name}" for p in sorted(pkg.glob("lib*.so"))] or ["-lllama"]
+    from pyllama_yield import _build_config
+
+    # the linked libraries only: a wheel's backend modules are loaded at run time (BENCH_BACKEND_DIR)
+    libs = [f"-l:lib{name}.so" for name in _build_config.LINKED_LIBRARIES if (pkg / f"lib{name}.so").exists()]
+    libs = libs or ["-lllama"]
     subprocess.run(
         [
             cc,
@@ -53,11 +62,27 @@ def build_native(workdir: Path) -> Path:
     return exe
 
 
-def run_native(exe: Path, model: Path, threads: int, n_gen: int, rounds: int, prompt: list[int]) -> list[dict]:
+def run_native(
+    exe: Path, model: Path, threads: int, n_gen: int, rounds: int, prompt: list[int], n_gpu_layers: int
+) -> list[dict]:
     """``rounds`` fresh contexts on one loaded model, as the Python side does."""
     args = [str(exe), str(model), str(threads), str(n_gen), str(rounds), *map(str, prompt)]
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    env = {**os.environ, "BENCH_N_GPU_LAYERS": str(n_gpu_layers)}
+    if pyllama_yield.build_info()["backend_dl"]:
+        from pyllama_yield._native import PACKAGE_DIR
+
+        env["BENCH_BACKEND_DIR"] = str(PACKAGE_DIR)
+    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
     return [json.loads(line) for line in out.splitlines()]
+
+
+def run_llama_bench(exe: Path, model: Path, threads: int, n_gen: int, n_prompt: int, n_gpu_layers: int) -> dict:
+    """llama.cpp's own benchmark tool on the same model and sizes: prompt and generation tokens/s."""
+    args = [str(exe), "-m", str(model), "-p", str(n_prompt), "-n", str(n_gen), "-t", str(threads)]
+    args += ["-ngl", str(n_gpu_layers), "-r", "1", "-o", "json"]
+    tests = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    rates = {("pp" if t["n_prompt"] else "tg"): t["avg_ts"] for t in tests}
+    return {"pp_s": n_prompt / rates["pp"], "tg_s": n_gen / rates["tg"]}
 
 
 def run_python(model: Model, threads: int, n_gen: int, prompt: list[int]) -> dict:
@@ -95,22 +120,34 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--n-embd", type=int, default=256)
     ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-head", type=int, default=8)
+    ap.add_argument("--dtype", default="f32", choices=("f32", "f16", "q8_0"))
+    ap.add_argument("--n-gpu-layers", type=int, default=0, help="layers to offload, on both sides")
+    ap.add_argument("--llama-bench", type=Path, help="llama.cpp's llama-bench, as a third peer")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
-        path = bench_model(tmpdir, n_ctx=4096)
+        path = bench_model(
+            tmpdir, n_ctx=4096, n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head, dtype=args.dtype
+        )
         exe = build_native(tmpdir)
-        model = Model(path)
+        model = Model(path, n_gpu_layers=args.n_gpu_layers)
         text = "The quick brown fox jumps over the lazy dog. " * 200
         prompt = model.vocab.tokenize(text)[: args.n_prompt]
         rows: dict[str, list[dict]] = {"c": [], "python": []}
-        for _ in range(args.rounds):  # alternate, so drift hits both alike; the first round warms up
-            rows["c"] += run_native(exe, path, args.threads, args.n_gen, 2, prompt)[1:]
+        if args.llama_bench:
+            rows["llama-bench"] = []
+        for _ in range(args.rounds):  # alternate, so drift hits all alike; the first round warms up
+            rows["c"] += run_native(exe, path, args.threads, args.n_gen, 2, prompt, args.n_gpu_layers)[1:]
             run_python(model, args.threads, args.n_gen, prompt)
             rows["python"].append(run_python(model, args.threads, args.n_gen, prompt))
-        same_tokens = all(r["tokens"] == rows["c"][0]["tokens"] for rs in rows.values() for r in rs)
+            if args.llama_bench:
+                rows["llama-bench"].append(
+                    run_llama_bench(args.llama_bench, path, args.threads, args.n_gen, len(prompt), args.n_gpu_layers)
+                )
+        same_tokens = all(r["tokens"] == rows["c"][0]["tokens"] for rs in rows.values() for r in rs if "tokens" in r)
         model.close()
 
     table, summary = [], {}
@@ -134,10 +171,27 @@ def main() -> None:
     print(f"python_vs_c_tokens_per_s_ratio_best_of_rounds = {best_ratio:.3f}")
     print(f"python_vs_c_prompt_tokens_per_s_ratio = {pp_ratio:.3f}")
     print(f"same generated tokens: {same_tokens}")
+    extra: dict[str, object] = {}
+    if "llama-bench" in summary:
+        extra["python_vs_llama_bench_tokens_per_s_ratio"] = (
+            summary["python"]["tg_tokens_per_s"] / summary["llama-bench"]["tg_tokens_per_s"]
+        )
+        extra["python_vs_llama_bench_prompt_tokens_per_s_ratio"] = (
+            summary["python"]["pp_tokens_per_s"] / summary["llama-bench"]["pp_tokens_per_s"]
+        )
+        print(
+            f"python_vs_llama_bench: tg {extra['python_vs_llama_bench_tokens_per_s_ratio']:.3f}, "
+            f"pp {extra['python_vs_llama_bench_prompt_tokens_per_s_ratio']:.3f}"
+        )
     write_json(
         "bench_decode",
         {
-            "config": vars(args) | {"out": None},
+            "config": vars(args) | {"out": None, "llama_bench": str(args.llama_bench) if args.llama_bench else None},
+            "rows": rows,
+            "devices": [
+                {"backend": b.name, "devices": [d.description for d in b.devices]} for b in pyllama_yield.backends()
+            ],
+            **extra,
             "prompt_tokens": len(prompt),
             "results": summary,
             "python_vs_c_tokens_per_s_ratio": ratio,

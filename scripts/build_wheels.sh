@@ -8,14 +8,14 @@
 #                                  CUDA_ARCHS (default 80: see README "Wheels"). nvcc comes from
 #                                  CUDA_HOME (default /usr/local/cuda), cuBLAS from NVIDIA's wheel.
 # The wheels are abi3 (one wheel for every CPython the package supports). The tools come pinned
-# from scripts/wheel-tools.txt into build/wheel-tools, so the build directory build/wheel-<backend>
+# from scripts/wheel-tools*.txt into build/wheel-tools, so the build directory build/wheel-<backend>
 # (BUILD_DIR) is reused incrementally. Extra CMake options pass through CMAKE_ARGS.
 set -euo pipefail
 
 main() {
     local backend=${1:?usage: scripts/build_wheels.sh cpu|cuda}
     cd "$(dirname "$0")/.."
-    local tools=build/wheel-tools
+    local tools=$PWD/build/wheel-tools
     if [[ ! -x $tools/bin/python || scripts/wheel-tools.txt -nt $tools/.installed ]]; then
         "${PYTHON:-python3}" -m venv "$tools"
         "$tools/bin/pip" install -q -r scripts/wheel-tools.txt
@@ -29,6 +29,7 @@ main() {
         cpu) ;;
         cuda)
             local cuda_home=${CUDA_HOME:-/usr/local/cuda} archs=${CUDA_ARCHS:-80}
+            "$tools/bin/pip" install -q -r scripts/wheel-tools-cuda.txt
             local cublas
             cublas=$("$py" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')
             "$py" scripts/cuda_driver_stub.py --cuda-include "$cuda_home/include" --out build/cuda-stub/libcuda.so
@@ -59,7 +60,7 @@ main() {
     PATH="$(dirname "$py"):$PATH" "$py" -m auditwheel repair -w "dist/$backend" "$raw"/*.whl \
         --exclude 'libcuda.so.1' --exclude 'libcudart.so.13' \
         --exclude 'libcublas.so.13' --exclude 'libcublasLt.so.13'
-    "$py" -m abi3audit --strict --report "dist/$backend"/*.whl
+    "$py" -m abi3audit --strict --summary "dist/$backend"/*.whl
     "$py" scripts/record_wheel_build.py "${record[@]}" --seconds "$seconds" --wheel "dist/$backend"/*.whl
     ls -l "dist/$backend"/*.whl
 }

@@ -143,8 +143,9 @@ def wheel_builds(result: dict[str, Any]) -> str:
     lines = [
         "Built by `scripts/build_wheels.sh` (`benchmarks/wheel_builds.json`):",
         "",
-        "| backend | wheel | size (MiB) | largest libraries (MiB, unpacked) | CUDA | build time | machine | commit |",
-        "|---|---|---|---|---|---|---|---|",
+        "| backend | wheel | size (MiB) | largest libraries (MiB, unpacked) | CUDA | build time | machine | commit "
+        "| note |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, b in sorted(builds.items()):
         libs = sorted(b["libraries_bytes"].items(), key=lambda kv: -kv[1])[:3]
@@ -153,7 +154,7 @@ def wheel_builds(result: dict[str, Any]) -> str:
             f"| {name} | `{b['wheel']}` | {_mib(b['wheel_bytes'])} | "
             + ", ".join(f"{lib} {_mib(size)}" for lib, size in libs)
             + f" | {cuda} | {b['build_seconds'] / 60:.0f} min on {b['build_parallel']} jobs | "
-            f"{b['machine']['cpus']} × {b['machine']['cpu']} | `{b['commit']}` |"
+            f"{b['machine']['cpus']} × {b['machine']['cpu']} | `{b['commit']}` | {b.get('note', '')} |"
         )
     return "\n".join(lines)
 

@@ -67,6 +67,7 @@ def build_entry(args: argparse.Namespace) -> dict[str, object]:
         "wheel": wheel.name,
         "wheel_bytes": wheel.stat().st_size,
         "libraries_bytes": _libraries(wheel),
+        "note": args.note,
     }
     if args.nvcc:
         release = re.search(r"release ([\d.]+), (V[\d.]+)", _run(args.nvcc, "--version"))
@@ -83,6 +84,7 @@ def main() -> None:
     ap.add_argument("--wheel", type=Path, required=True)
     ap.add_argument("--nvcc")
     ap.add_argument("--cuda-archs")
+    ap.add_argument("--note", default=os.environ.get("WHEEL_BUILD_NOTE", ""), help="e.g. what else ran meanwhile")
     args = ap.parse_args()
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {"builds": {}}
     record["builds"][args.backend] = build_entry(args)

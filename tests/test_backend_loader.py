@@ -115,3 +115,19 @@ def test_offloading_without_a_gpu_warns_and_runs_on_the_cpu(tiny_model_path: Pat
     assert model.n_ctx_train > 0
     [record] = [r for r in caplog.records if "n_gpu_layers=99" in r.getMessage()]
     assert "no GPU is available" in record.getMessage() and "runs on the CPU" in record.getMessage()
+
+
+def test_report_lines_warn_only_for_a_gpu_that_is_not_used():
+    from pyllama_yield.backend_loader import ModuleStatus, report_lines
+
+    report = [
+        ModuleStatus("ggml-cpu-haswell", "CPU", "/p/libggml-cpu-haswell.so", True, 1),
+        ModuleStatus("ggml-cpu-zen4", "CPU", "/p/libggml-cpu-zen4.so", False, 0, "not picked"),
+        ModuleStatus("ggml-rpc", "RPC", "/p/libggml-rpc.so", True, 0),  # devices come with --rpc
+        ModuleStatus("ggml-cuda", "CUDA", "/p/libggml-cuda.so", True, 0, "no device: no CUDA-capable device"),
+    ]
+    lines = report_lines(report)
+    assert (logging.INFO, "backend CPU: libggml-cpu-haswell.so") in lines
+    assert not any("zen4" in text for _, text in lines)  # the variants ggml did not pick are not news
+    assert [level for level, text in lines if "RPC" in text] == [logging.INFO]
+    assert (logging.WARNING, "backend CUDA not used (libggml-cuda.so): no device: no CUDA-capable device") in lines
