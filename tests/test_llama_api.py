@@ -206,6 +206,9 @@ def test_errors_are_typed(llm):
         Llama("/no/such/model.gguf")
     with pytest.raises(NotImplementedError, match="stopping_criteria"):
         llm("x", stopping_criteria=lambda *a: False)
+    with pytest.raises(NotImplementedError, match="tfs_z=0.9: tail-free sampling was removed"):
+        llm("x", tfs_z=0.9)
+    assert llm("x", tfs_z=1.0, max_tokens=1)["choices"]  # its "off" value, as llama-cpp-python passes it
     with pytest.raises(RuntimeError, match="embedding=True"):
         llm.embed("x")
 

@@ -147,7 +147,7 @@ COMPLETION_DEFAULTS: dict[str, Any] = {
     "mirostat_tau": 5.0,
     "mirostat_eta": 0.1,
     "logit_bias": None,
-    "tfs_z": 1.0,  # no effect in llama-cpp-python either
+    "tfs_z": 1.0,  # tail-free sampling: gone from llama.cpp; only its "off" value is accepted
     "logits_processor": None,
     "stopping_criteria": None,
 }
@@ -167,6 +167,10 @@ def sampling_fields(defaults: dict[str, Any], **given: Any) -> dict[str, Any]:
                 f"{name} runs Python for every token of one sequence; the batched engine does not call it "
                 "(use grammar, logit_bias or stop instead)"
             )
+    if a["tfs_z"] != 1.0:  # llama-cpp-python takes it and does nothing; a value that does nothing is refused
+        raise NotImplementedError(
+            f"tfs_z={a['tfs_z']}: tail-free sampling was removed from llama.cpp (use min_p or top_p instead)"
+        )
     stop, max_tokens = a["stop"], a["max_tokens"]
     fields: dict[str, Any] = {
         "n_predict": max_tokens if max_tokens is not None and max_tokens > 0 else -1,

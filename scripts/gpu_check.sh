@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The CUDA wheel on a real GPU, for the day one is lent (the device tool's machines: no network,
+# Python 3.12 with NVIDIA's CUDA 13 runtime and cuBLAS wheels, nvcc, gcc; no cffi or pydantic).
+#
+#   scripts/gpu_check.sh prepare   here: build/gpu-check/ gets the CUDA wheel (dist/cuda), the wheels
+#                                  of its dependencies that the GPU machine lacks (for CPython 3.12),
+#                                  and llama.cpp's own llama-bench of the same pin, built against a
+#                                  GGML_BACKEND_DL ggml so that it loads the wheel's CUDA module.
+#   scripts/gpu_check.sh run       there, in the repo root, with build/gpu-check carried: installs
+#                                  the wheel, writes $OUT/info.json (the CUDA device must be listed),
+#                                  runs the tests with every layer offloaded, then bench_decode with
+#                                  layers offloaded beside the same loop in C and llama-bench, and
+#                                  writes $OUT/gpu_check.json. Exits non-zero when CUDA is not used.
+# Commit the result as benchmarks/gpu_check.json (with the machine it ran on).
+set -euo pipefail
+
+prepare() {
+    local dest=build/gpu-check
+    rm -rf "$dest" && mkdir -p "$dest/wheels"
+    cp dist/cuda/*.whl "$dest/wheels/"
+    # What the wheel and the tests import that the GPU machine's image lacks (device/KINDS.md).
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+        -d "$dest/wheels" cffi pycparser pydantic pydantic-core pydantic-settings annotated-types \
+        typing-inspection python-dotenv starlette uvicorn gguf
+    # llama-bench of the pinned tree, with no backend compiled in: it loads the wheel's modules.
+    [ -f build/llama.cpp-full/CMakeLists.txt ] || python3 scripts/vendor_llama_cpp.py --full-tree build/llama.cpp-full
+    cmake -S build/llama.cpp-full -B build/llama-bench-dl -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_BACKEND_DL=ON -DGGML_CPU=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF \
+        -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH='$ORIGIN'
+    cmake --build build/llama-bench-dl --target llama-bench -j "$(nproc)"
+    mkdir -p "$dest/llama-bench"
+    cp -L build/llama-bench-dl/bin/llama-bench build/llama-bench-dl/bin/lib*.so* "$dest/llama-bench/"
+    du -sh "$dest"
+}
+
+run() {
+    local site=/tmp/gpu-check-site out=${OUT:-build/gpu-check/out}
+    mkdir -p "$out"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" build/gpu-check/wheels/*.whl
+    export PYTHONPATH=$site PYTHONUNBUFFERED=1
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/nvidia-smi.csv"
+    python3 -m pyllama_yield info
+    python3 -m pyllama_yield info --json > "$out/info.json"
+    python3 - "$out/info.json" <<'PY'
+import json, sys
+info = json.load(open(sys.argv[1]))
+cuda = [b for b in info["backends"] if b["name"] == "CUDA" and b["devices"]]
+if not cuda:
+    sys.exit(f"CUDA is not used: {info['backend_modules']}")
+print("CUDA devices:", [d["description"] for d in cuda[0]["devices"]])
+PY
+    # the suite's C-backed tests whose imports the image has, every model offloaded
+    PYLLAMA_TEST_GPU_LAYERS=99 python3 -m pytest -p no:cacheprovider -q -o addopts="" -m "not realmodel and not fuzz" \
+        tests/test_backend_loader.py tests/test_llama.py tests/test_engine.py tests/test_binding.py \
+        tests/test_embeddings.py tests/test_checkpoints.py 2>&1 | tee "$out/pytest.log"
+    # llama-bench finds the backend modules in its working directory: the installed package's
+    local pkg
+    pkg=$(python3 -c 'import pyllama_yield._native as n; print(n.PACKAGE_DIR)')
+    cat > "$out/llama-bench" <<EOF
+#!/bin/sh
+cd "$pkg" && exec "$PWD/build/gpu-check/llama-bench/llama-bench" "\$@"
+EOF
+    chmod +x "$out/llama-bench"
+    python3 scripts/bench_decode.py --n-gpu-layers 99 --n-embd 2048 --n-layer 16 --n-head 16 --dtype f16 \
+        --n-prompt 512 --n-gen 128 --rounds 5 --threads 4 --llama-bench "$out/llama-bench" --out "$out/gpu_check.json"
+}
+
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+    prepare) prepare ;;
+    run) run ;;
+    *) echo "usage: scripts/gpu_check.sh prepare|run" >&2; exit 2 ;;
+esac
