@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from pyllama_yield.cli import add_settings_arguments, settings_from_args
+from pyllama_yield.server.params import CompletionParams
 from pyllama_yield.settings import ServerSettings
 
 
@@ -23,6 +24,8 @@ def test_llama_server_defaults():
     assert s.slots and not s.metrics and s.mmap
     d = s.completion_defaults()
     assert (d.temperature, d.top_k, d.n_predict, d.seed) == (0.8, 40, -1, 0xFFFFFFFF)
+    # no flag changes a request default: the flags start from the request fields' own defaults
+    assert d == CompletionParams()
 
 
 def test_flags_short_and_long_and_negatives():
