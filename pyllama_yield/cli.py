@@ -17,15 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from .server.config import (
-    CacheConfig,
-    ChatConfig,
-    ContextConfig,
-    DraftConfig,
-    EngineConfig,
-    LimitsConfig,
-    ModelConfig,
-)
+from .server.config import EngineConfig
 from .settings import ServerSettings, UnsupportedFlagError
 
 __all__ = ["add_settings_arguments", "engine_config", "settings_from_args"]
@@ -115,58 +107,57 @@ def engine_config(settings: ServerSettings, model_path: str | None = None) -> En
     path = model_path or settings.model
     if path is None:
         raise ValueError("no model: pass -m FILE")
-    return EngineConfig(
-        model=ModelConfig(
-            path,
-            n_gpu_layers=settings.n_gpu_layers,  # negative: all layers (llama.cpp's own reading)
-            use_mmap=settings.mmap,
-            use_mlock=settings.mlock,
-            name=settings.aliases[0] if settings.aliases else None,
-            mmproj=None if settings.no_mmproj else settings.mmproj,
-            mmproj_offload=settings.mmproj_offload,
-            image_min_tokens=settings.image_min_tokens,
-            image_max_tokens=settings.image_max_tokens,
-            rpc_servers=tuple(settings.rpc.split(",")) if settings.rpc else (),
-            tensor_split=_proportions(settings.tensor_split),
-        ),
-        context=ContextConfig(
-            n_ctx=settings.ctx_size,
-            n_parallel=settings.n_parallel,
-            kv_unified=settings.unified_kv,
-            n_batch=settings.batch_size,
-            n_ubatch=settings.ubatch_size,
-            n_threads=settings.threads if settings.threads > 0 else None,
-            n_threads_batch=settings.threads_batch if settings.threads_batch > 0 else None,
-            flash_attn=settings.flash_attn,
-            cache_type_k=settings.cache_type_k,
-            cache_type_v=settings.cache_type_v,
-            swa_full=settings.swa_full,
-        ),
-        draft=DraftConfig(
-            settings.model_draft, settings.spec_draft_n_max, settings.spec_draft_n_min, tuple(settings.synth_rates)
-        ),
-        chat=ChatConfig(
-            settings.chat_template_text(),
-            use_jinja=settings.jinja,
-            reasoning_format=settings.reasoning_format,
-            enable_thinking={"on": True, "off": False}.get(settings.reasoning),
-        ),
-        cache=CacheConfig(
-            cache_ram_mib=settings.cache_ram,
-            cache_idle_slots=settings.cache_idle_slots,
-            slot_prompt_similarity=settings.slot_prompt_similarity,
-            context_shift=settings.context_shift,
-            ctx_checkpoints=settings.ctx_checkpoints,
-            checkpoint_min_step=settings.checkpoint_min_step,
-        ),
-        limits=LimitsConfig(
-            n_predict_max=settings.n_predict_max,
-            n_probs_max=settings.n_probs_max,
-            idle_sleep_ms=settings.sleep_idle_seconds * 1000 if settings.sleep_idle_seconds > 0 else -1,
-            warmup=settings.warmup,
-        ),
+    # the one way an EngineConfig is built from flat names, as Llama's keyword arguments build it
+    return EngineConfig.create(
+        path,
+        # the model
+        n_gpu_layers=settings.n_gpu_layers,  # negative: all layers (llama.cpp's own reading)
+        use_mmap=settings.mmap,
+        use_mlock=settings.mlock,
+        model_name=settings.aliases[0] if settings.aliases else None,
+        mmproj=None if settings.no_mmproj else settings.mmproj,
+        mmproj_offload=settings.mmproj_offload,
+        image_min_tokens=settings.image_min_tokens,
+        image_max_tokens=settings.image_max_tokens,
+        rpc_servers=tuple(settings.rpc.split(",")) if settings.rpc else (),
+        tensor_split=_proportions(settings.tensor_split),
+        # the context
+        n_ctx=settings.ctx_size,
+        n_parallel=settings.n_parallel,
+        kv_unified=settings.unified_kv,
+        n_batch=settings.batch_size,
+        n_ubatch=settings.ubatch_size,
+        n_threads=settings.threads if settings.threads > 0 else None,
+        n_threads_batch=settings.threads_batch if settings.threads_batch > 0 else None,
+        flash_attn=settings.flash_attn,
+        cache_type_k=settings.cache_type_k,
+        cache_type_v=settings.cache_type_v,
+        swa_full=settings.swa_full,
+        # drafting
+        draft_model_path=settings.model_draft,
+        n_draft=settings.spec_draft_n_max,
+        n_draft_min=settings.spec_draft_n_min,
+        synth_rates=settings.synth_rates,
+        # chat
+        chat_template=settings.chat_template_text(),
+        use_jinja=settings.jinja,
+        reasoning_format=settings.reasoning_format,
+        enable_thinking={"on": True, "off": False}.get(settings.reasoning),
+        # the cache
+        cache_ram_mib=settings.cache_ram,
+        cache_idle_slots=settings.cache_idle_slots,
+        slot_prompt_similarity=settings.slot_prompt_similarity,
+        context_shift=settings.context_shift,
+        ctx_checkpoints=settings.ctx_checkpoints,
+        checkpoint_min_step=settings.checkpoint_min_step,
+        # limits
+        n_predict_max=settings.n_predict_max,
+        n_probs_max=settings.n_probs_max,
+        idle_sleep_ms=settings.sleep_idle_seconds * 1000 if settings.sleep_idle_seconds > 0 else -1,
+        warmup=settings.warmup,
+        # the engine as a whole
         defaults=settings.completion_defaults(),
         embedding=settings.embedding or settings.reranking,
         pooling="rank" if settings.reranking else settings.pooling,
-        lora=tuple(settings.lora_adapters),
+        lora=settings.lora_adapters,
     )
