@@ -1,4 +1,6 @@
-"""Errors in llama-server's (and OpenAI's) shape: ``{"error": {"code", "message", "type"}}``."""
+"""Errors in llama-server's (and OpenAI's) shape: ``{"error": {"code", "message", "type"}}``.
+
+The one place an engine error kind becomes an HTTP status and llama-server's error type."""
 
 from __future__ import annotations
 
@@ -7,8 +9,18 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from ..queue import Result
+from ..server.errors import ErrorKind
 
 __all__ = ["ApiError", "error_json", "error_response", "result_error"]
+
+# an engine error kind -> (HTTP status, llama-server's error type)
+HTTP_ERRORS: dict[ErrorKind, tuple[int, str]] = {
+    ErrorKind.INVALID_REQUEST: (400, "invalid_request_error"),
+    ErrorKind.EXCEED_CONTEXT: (400, "exceed_context_size_error"),
+    ErrorKind.CANCELLED: (499, "invalid_request_error"),  # nginx's "client closed request", as llama-server
+    ErrorKind.UNAVAILABLE: (503, "unavailable_error"),
+    ErrorKind.SERVER: (500, "server_error"),
+}
 
 
 class ApiError(Exception):
@@ -38,7 +50,6 @@ def error_response(exc: ApiError) -> JSONResponse:
 def result_error(result: Result) -> ApiError:
     """An error result from the server context as the HTTP error it stands for."""
     p = dict(result.payload or {})
-    code = p.pop("code", 500)
+    status, kind = HTTP_ERRORS[p.pop("kind", ErrorKind.SERVER)]
     message = p.pop("error", "request failed")
-    kind = p.pop("type", "invalid_request_error" if code < 500 else "server_error")
-    return ApiError(message, code, kind, **p)
+    return ApiError(message, status, kind, **p)

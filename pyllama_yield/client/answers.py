@@ -7,6 +7,7 @@ from typing import Any
 
 from ..queue import Result
 from ..server.chat import ChatState
+from ..server.errors import ErrorKind
 from ..server.task_builder import ContextOverflowError
 from . import shapes
 from .types import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage, Completion, CompletionChunk
@@ -15,24 +16,27 @@ __all__ = ["ChatAnswer", "CompletionAnswer", "EngineError", "raise_for_error"]
 
 
 class EngineError(RuntimeError):
-    """The engine failed a request (a decode error, a full KV cache, a cancelled request)."""
+    """The engine failed a request (a decode error, a full KV cache, a cancelled request);
+    ``kind`` says which."""
 
-    def __init__(self, message: str, code: int) -> None:
+    def __init__(self, message: str, kind: ErrorKind) -> None:
         super().__init__(message)
-        self.code = code
+        self.kind = kind
 
 
 def raise_for_error(res: Result) -> None:
-    """An error result as a typed exception: a bad request is a ``ValueError`` (a prompt over the
-    context a ``ContextOverflowError``), anything else an ``EngineError``."""
+    """An error result as a typed exception - the one place an engine error kind becomes a Python
+    exception: a bad request is a ``ValueError`` (a prompt over the context a
+    ``ContextOverflowError``), anything else an ``EngineError``."""
     if not res.is_error:
         return
     p = res.payload
-    if p.get("type") == "exceed_context_size_error":
+    kind = p.get("kind", ErrorKind.SERVER)
+    if kind is ErrorKind.EXCEED_CONTEXT:
         raise ContextOverflowError(p["n_prompt_tokens"], p["n_ctx"])
-    if p.get("code") == 400:
+    if kind is ErrorKind.INVALID_REQUEST:
         raise ValueError(p["error"])
-    raise EngineError(p["error"], p.get("code", 500))
+    raise EngineError(p["error"], kind)
 
 
 class CompletionAnswer:

@@ -27,12 +27,13 @@ from .batching import BatchLoop
 from .chat import Chat
 from .checkpoints import CheckpointPolicy
 from .config import ContextConfig, EngineConfig
+from .errors import ErrorKind, error_payload
 from .lora import LoraSet
 from .media import media_boundary, media_cell
 from .metrics import PhaseClock, Stats
 from .params import DEFAULT_SEED
 from .prompt_cache import PromptCache, reuse_chunks
-from .results import error_payload, progress_payload
+from .results import progress_payload
 from .slot import Slot, SlotState, StopType, TextStream, common_prefix
 from .slot_choice import choose_slot, save_idle_slots, swap_cached_prompt
 from .speculative import DraftModel, NoDraft
@@ -254,7 +255,9 @@ class ServerContext(BatchLoop):
             slot = next((s for s in self.slots if s.busy and s.id_task == task.id_target), None)
             if slot is None:
                 # the queue already dropped it if it was waiting; tell any waiter it is over
-                self.responses.send(Result(task.id_target, error_payload("cancelled", 499), is_error=True))
+                self.responses.send(
+                    Result(task.id_target, error_payload("cancelled", ErrorKind.CANCELLED), is_error=True)
+                )
                 return True
             if is_yielding:
                 return False  # freeing a slot touches the KV cache: after the decode
@@ -271,15 +274,15 @@ class ServerContext(BatchLoop):
                 raise ValueError(f"task type {task.type.name} is not supported")
             handler(self, task)
         except ValueError as exc:
-            self._send_error(task.id, str(exc), 400)
+            self._send_error(task.id, str(exc), ErrorKind.INVALID_REQUEST)
         except Exception as exc:  # a bug must not kill the loop: fail this request only
             log.exception("task %s failed", task.id)
-            self._send_error(task.id, f"{type(exc).__name__}: {exc}", 500, "server_error")
+            self._send_error(task.id, f"{type(exc).__name__}: {exc}", ErrorKind.SERVER)
         return True
 
-    def _send_error(self, id_task: int, message: str, code: int, kind: str = "invalid_request_error") -> None:
+    def _send_error(self, id_task: int, message: str, kind: ErrorKind) -> None:
         self.stats.add(requests_failed=1)
-        self.responses.send(Result(id_task, error_payload(message, code, kind), is_error=True))
+        self.responses.send(Result(id_task, error_payload(message, kind), is_error=True))
 
     def _check_loop_thread(self) -> None:
         if self._loop_ident is None:

@@ -14,8 +14,9 @@ from ..common import sample_and_accept_many
 from ..llama import LlamaError
 from ..queue import Result
 from . import speculative
+from .errors import ErrorKind, error_payload
 from .probs import token_probs
-from .results import error_payload, final_payload, partial_payload
+from .results import final_payload, partial_payload
 from .slot import Slot, StopType, now
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class SlotOutputs:
             [sampled] = sample_and_accept_many([s.sampler], self.ctx, [idx], 1)
             self.clock.lap("sample")
         if isinstance(sampled, LlamaError):
-            self._fail(s, str(sampled), 400)
+            self._fail(s, str(sampled), ErrorKind.INVALID_REQUEST)
             return -1
         tok = sampled
         probs = token_probs(s.sampler, self.ctx, idx, tok, s.completion.params, self.vocab.token_to_piece)
@@ -118,15 +119,15 @@ class SlotOutputs:
 
     def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
         if cancelled:
-            self.responses.send(Result(s.id_task, error_payload("cancelled", 499), is_error=True))
+            self.responses.send(Result(s.id_task, error_payload("cancelled", ErrorKind.CANCELLED), is_error=True))
         else:
             self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
         self.stats.add_prediction(len(s.generated), s.gen_seconds())
         self.stats.add(requests_finished=1)
         self._release(s)
 
-    def _fail(self, s: Slot, message: str, code: int = 500) -> None:
-        self._send_error(s.id_task, message, code, "server_error" if code >= 500 else "invalid_request_error")
+    def _fail(self, s: Slot, message: str, kind: ErrorKind = ErrorKind.SERVER) -> None:
+        self._send_error(s.id_task, message, kind)
         self.clear_slot_cache(s)
         self._release(s)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .slot import Slot, StopType, now
 
-__all__ = ["error_payload", "final_payload", "partial_payload", "timings"]
+__all__ = ["final_payload", "partial_payload", "timings"]
 
 
 def timings(s: Slot) -> dict[str, Any]:
@@ -108,6 +108,3 @@ def final_payload(s: Slot, stop: StopType, content: str) -> dict[str, Any]:
         out["prompt_probabilities"] = s.prompt_probs
     return out
 
-
-def error_payload(message: str, code: int = 400, kind: str = "invalid_request_error", **extra: Any) -> dict[str, Any]:
-    return {"error": message, "code": code, "type": kind, **extra}

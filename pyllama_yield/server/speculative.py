@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..llama import Batch, Context, DecodeError, LlamaError, Model
+from .errors import ErrorKind
 from .params import DEFAULT_SEED
 from .slot import Slot
 
@@ -201,7 +202,7 @@ def accept_synthetic(loop: Any, s: Slot, drafts: list[int], synth_probs: list[fl
         try:
             tok = s.sampler.sample(loop.ctx, s.i_batch + j)
         except LlamaError as exc:
-            loop._fail(s, str(exc), 400)
+            loop._fail(s, str(exc), ErrorKind.INVALID_REQUEST)
             return j
         if s.synth_rng.random() < synth_probs[j] and not loop.vocab.is_eog(d):
             s.sampler.accept(d, is_generated=False)

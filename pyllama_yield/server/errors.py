@@ -1,0 +1,26 @@
+"""What went wrong with a request, in the engine's words: a kind, never an HTTP status.
+
+The engine sends an error result as ``error_payload(message, kind, **details)``; the HTTP side
+picks the status and llama-server's error type for a kind (``api/errors.py``), the in-process
+client its exception (``client/answers.py``). Neither choice is made here.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+__all__ = ["ErrorKind", "error_payload"]
+
+
+class ErrorKind(Enum):
+    INVALID_REQUEST = "invalid_request"  # the request cannot be served as asked
+    EXCEED_CONTEXT = "exceed_context"  # its prompt does not fit a slot (details: n_prompt_tokens, n_ctx)
+    CANCELLED = "cancelled"  # the caller went away or asked for a stop
+    UNAVAILABLE = "unavailable"  # the engine is not running: its model failed to load, or it stopped
+    SERVER = "server"  # the engine failed while serving it
+
+
+def error_payload(message: str, kind: ErrorKind = ErrorKind.INVALID_REQUEST, **details: Any) -> dict[str, Any]:
+    """The payload of an error result (``Result(..., is_error=True)``)."""
+    return {"error": message, "kind": kind, **details}
