@@ -7,7 +7,8 @@ import math
 import pytest
 
 from pyllama_yield.common import json_schema_to_grammar
-from pyllama_yield.server.params import CompletionParams, resolve
+from pyllama_yield.server.params import CompletionParams
+from pyllama_yield.server.task_params import resolve
 
 
 class FakeTokenizer:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._native import ffi, lib
 from .errors import LlamaError
-
-if TYPE_CHECKING:
-    from .model import Model
+from .owner import Owner
 
 __all__ = ["Vocab"]
 
 
 class Vocab:
-    """Tokenizer of a model; lives as long as its model."""
+    """Tokenizer of a model; lives as long as its model (any owner of a ``llama_model``: the vocab
+    needs its pointer and its lifetime, nothing of ``Model`` itself)."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Owner) -> None:
         self.model = model
         self._ptr = lib.llama_model_get_vocab(model.ptr)
 

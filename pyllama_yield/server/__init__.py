@@ -15,9 +15,10 @@ from __future__ import annotations
 from .config import EngineConfig
 from .context import ServerContext
 from .engine import Engine
-from .params import CompletionParams, TaskParams
+from .params import CompletionParams
 from .task import CompletionTask
 from .task_builder import ContextOverflowError
+from .task_params import TaskParams
 
 __all__ = [
     "CompletionParams",

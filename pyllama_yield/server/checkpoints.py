@@ -19,24 +19,16 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .slot import Checkpoint, Slot
+
 if TYPE_CHECKING:
     from ..llama import Context
-    from .slot import Slot
 
-__all__ = ["Checkpoint", "CheckpointPolicy"]
+__all__ = ["CheckpointPolicy"]
 
 log = logging.getLogger("pyllama_yield.server")
 
 N_LAST_APART = 4  # a prompt's last tokens decoded in a step of their own, after a checkpoint
-
-
-@dataclass
-class Checkpoint:
-    pos_min: int  # the positions the memory held when it was taken
-    pos_max: int
-    n_tokens: int  # cached tokens it stands for
-    data: bytearray  # the partial sequence state
-    id_task: int  # the task that made it
 
 
 @dataclass(frozen=True)

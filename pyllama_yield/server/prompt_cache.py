@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..llama import Context
-from .checkpoints import Checkpoint
-from .slot import common_prefix
+from .slot import Checkpoint, common_prefix
 
 __all__ = ["CachedPrompt", "PromptCache", "reuse_chunks"]
 

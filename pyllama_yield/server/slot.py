@@ -10,7 +10,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checkpoints import Checkpoint
 from .embedding import EmbeddingTask
 from .task import CompletionTask
 
@@ -27,6 +26,18 @@ class StopType(enum.Enum):
     LIMIT = "limit"  # n_predict reached or the slot's context is full
     WORD = "word"  # a stop string
 
+
+
+@dataclass
+class Checkpoint:
+    """A slot's memory as it was at some point of a prompt (see checkpoints.py, which makes and
+    uses them), for models whose memory cannot be cut back to any position."""
+
+    pos_min: int  # the positions the memory held when it was taken
+    pos_max: int
+    n_tokens: int  # cached tokens it stands for
+    data: bytearray  # the partial sequence state
+    id_task: int  # the task that made it
 
 @dataclass
 class Slot:

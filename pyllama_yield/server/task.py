@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .params import TaskParams
+from .task_params import TaskParams
 
 __all__ = ["CompletionTask", "tokenize_prompts"]
 

@@ -19,9 +19,10 @@ from ..mtmd import MediaError
 from .embedding import EmbeddingTask, rerank_prompt
 from .infill import fim_support_error, infill_prompt
 from .media import MediaTokens, decode_base64, is_media_cell, multimodal_tokens
-from .params import CompletionParams, resolve, validation_message
+from .params import CompletionParams, validation_message
 from .sampling import GrammarError
 from .task import CompletionTask, tokenize_prompts
+from .task_params import resolve
 
 if TYPE_CHECKING:
     from ..llama import Model, Vocab
