@@ -24,7 +24,7 @@ main() {
     local py=$tools/bin/python
     local args=(-C cmake.define.GGML_NATIVE=OFF -C cmake.define.GGML_BACKEND_DL=ON
                 -C cmake.define.GGML_CPU_ALL_VARIANTS=ON)
-    local record=(--backend "$backend")
+    local record=(--backend "$backend") local_version=""
     case "$backend" in
         cpu) ;;
         cuda)
@@ -41,7 +41,10 @@ main() {
                    -C "cmake.define.CUDA_cublas_LIBRARY=$cublas/lib/libcublas.so.13"
                    -C "cmake.define.CUDA_cublasLt_LIBRARY=$cublas/lib/libcublasLt.so.13"
                    -C "cmake.define.CUDA_cuda_driver_LIBRARY=$PWD/build/cuda-stub/libcuda.so")
-            record+=(--nvcc "$cuda_home/bin/nvcc" --cuda-archs "$archs") ;;
+            record+=(--nvcc "$cuda_home/bin/nvcc" --cuda-archs "$archs")
+            # 0.1.0+cu13: its own version, so that it sits beside the CPU wheel in one folder or
+            # index and pip's cache never hands out one for the other
+            local_version=cu13 ;;
         *) echo "unknown backend '$backend' (expected cpu or cuda)" >&2; exit 2 ;;
     esac
 
@@ -60,6 +63,14 @@ main() {
     PATH="$(dirname "$py"):$PATH" "$py" -m auditwheel repair -w "dist/$backend" "$raw"/*.whl \
         --exclude 'libcuda.so.1' --exclude 'libcudart.so.13' \
         --exclude 'libcublas.so.13' --exclude 'libcublasLt.so.13'
+    if [[ -n $local_version ]]; then
+        local unpacked
+        unpacked=$(mktemp -d)
+        "$py" -m wheel unpack "dist/$backend"/*.whl -d "$unpacked"
+        rm "dist/$backend"/*.whl
+        "$py" -m wheel pack --local-version "$local_version" -d "dist/$backend" "$unpacked"/*
+        rm -rf "$unpacked"
+    fi
     "$py" -m abi3audit --strict --summary "dist/$backend"/*.whl
     "$py" scripts/record_wheel_build.py "${record[@]}" --seconds "$seconds" --wheel "dist/$backend"/*.whl
     ls -l "dist/$backend"/*.whl
