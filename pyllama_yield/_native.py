@@ -109,7 +109,9 @@ def hold_on_abort(listener: Callable[[str], None]) -> Callable[[], None]:
     """Until the returned function is called, a ggml abort (``GGML_ABORT``/``GGML_ASSERT``, on any
     thread) calls ``listener(message)`` and then parks the aborting thread for good, instead of
     ending the process: an engine whose rpc-server died can still tell its callers why. The
-    threads that wait on the parked one stay stuck: the engine is done, only its callers go on."""
+    threads that wait on the parked one stay stuck: the engine is done, only its callers go on.
+    The main thread is never parked (on Linux): it would no longer run signal handlers, so an abort
+    there ends the process as ggml means it to."""
 
     def release() -> None:
         with _fatal_lock:

@@ -55,6 +55,17 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
     return data
 
 
+def listening(endpoint: str, timeout_s: float = 2.0) -> bool:
+    """Whether anything accepts a connection at ``endpoint``. No HELLO: an rpc-server serves one
+    client at a time, and the caller may well be that client (a HELLO would then wait)."""
+    host, port = parse_endpoint(endpoint)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 def probe(endpoint: str, timeout_s: float = 5.0) -> tuple[int, int, int]:
     """Connect to ``endpoint`` and exchange the protocol's HELLO; returns the server's version.
     Raises :class:`RpcError` naming the endpoint when that fails (where llama.cpp would abort)."""

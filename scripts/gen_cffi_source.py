@@ -60,6 +60,10 @@ EXTRA_SOURCE = """
 #else
 #include <unistd.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <sys/types.h>
+#endif
 
 static void _pyllama_fatal_callback(const char * message);
 
@@ -81,6 +85,13 @@ static void pyllama_log_discard(enum ggml_log_level level, const char * text, vo
    the threads that wait on it stay stuck, the HTTP side goes on answering with the cause. */
 static void pyllama_abort_hold(const char * message) {
     _pyllama_fatal_callback(message);
+#if defined(__linux__)
+    /* Never the main thread: parked, it would no longer run Python's signal handlers, and the
+       process could not be ended by SIGTERM. There ggml's abort() goes ahead. */
+    if ((pid_t) syscall(SYS_gettid) == getpid()) {
+        return;
+    }
+#endif
     for (;;) {
 #ifdef _WIN32
         Sleep(INFINITE);

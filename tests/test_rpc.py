@@ -226,3 +226,43 @@ def test_the_llama_api_takes_rpc_servers(tiny_model_path: Path) -> None:
     local = run()
     with rpc_server() as (_, endpoint):
         assert run(endpoint) == local
+
+
+def test_serve_whose_rpc_server_is_gone_still_ends_on_sigterm(tiny_model_path: Path) -> None:
+    """Freeing a model on a dead rpc-server made llama.cpp abort inside the free, on the main
+    thread, which the abort hold then parked: SIGTERM could no longer end serve."""
+    with rpc_server() as (rpc_proc, endpoint):
+        proc, base = start_server(tiny_model_path, "--threads", "1", "--rpc", endpoint, "-ngl", "99")
+        try:
+            assert completion(base, {**GREEDY, "n_predict": 4})
+            rpc_proc.send_signal(signal.SIGKILL)  # gone while the server is idle
+            rpc_proc.wait(30)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out = wait_and_read_log(proc)  # bounded: a hang fails here
+    assert proc.returncode == 1, out[-3000:]
+    assert f"error: the model's rpc-server at {endpoint} is gone" in out, out[-3000:]
+
+
+_ABORT = """
+import os, sys, threading
+from pyllama_yield._native import ffi, hold_on_abort, lib
+heard = []
+hold_on_abort(heard.append)
+if sys.argv[1] == "thread":
+    t = threading.Thread(target=lambda: lib.ggml_abort(b"t.c", 1, b"%s", ffi.new("char[]", b"boom")), daemon=True)
+    t.start()
+    t.join(10)
+    print("parked" if t.is_alive() else "returned", heard, flush=True)
+    os._exit(0)
+lib.ggml_abort(b"t.c", 1, b"%s", ffi.new("char[]", b"boom"))
+print("not reached", flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the main-thread rule is Linux's")
+def test_an_abort_parks_a_worker_thread_but_never_the_main_thread() -> None:
+    worker = subprocess.run([sys.executable, "-c", _ABORT, "thread"], capture_output=True, text=True, timeout=60)
+    assert worker.returncode == 0 and "parked ['t.c:1: boom']" in worker.stdout, worker.stdout + worker.stderr
+    main = subprocess.run([sys.executable, "-c", _ABORT, "main"], capture_output=True, text=True, timeout=60)
+    assert main.returncode == -signal.SIGABRT and "not reached" not in main.stdout, main.stdout + main.stderr

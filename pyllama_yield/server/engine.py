@@ -16,6 +16,7 @@ from typing import Any
 
 import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 
+from .. import rpc
 from .._native import hold_on_abort
 from ..queue import ResponseReader, Result, Task, TaskType
 from .config import EngineConfig
@@ -73,6 +74,8 @@ class Engine(TaskBuilder):
         (:attr:`failure`) frees nothing: a thread of it is parked inside llama.cpp for good."""
         try:
             if self.failure is None:
+                self.failure = self._rpc_server_gone()
+            if self.failure is None:
                 self.core.stop(timeout)
             else:
                 self.core.abandon()
@@ -80,6 +83,16 @@ class Engine(TaskBuilder):
             if self._release_abort_hold is not None:
                 self._release_abort_hold()
                 self._release_abort_hold = None
+
+    def _rpc_server_gone(self) -> str | None:
+        """Freeing a model whose layers live on an rpc-server talks to that server, and llama.cpp
+        aborts inside the free when it is gone (ours would park the stopping thread there, deaf
+        to SIGTERM). Such an engine is abandoned instead: its memory goes with the process."""
+        for endpoint in self.config.model.rpc_servers:
+            if not rpc.listening(endpoint):
+                log.error("not freeing the model: its rpc-server at %s is gone", endpoint)
+                return f"the model's rpc-server at {endpoint} is gone"
+        return None
 
     def _on_abort(self, message: str) -> None:
         """llama.cpp aborted on one of this engine's threads (e.g. an rpc-server died under a
