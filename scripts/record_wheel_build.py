@@ -29,7 +29,9 @@ def _run(*cmd: str) -> str:
 
 def _commit() -> str:
     commit = _run("git", "rev-parse", "--short", "HEAD")
-    return commit + ("-dirty" if _run("git", "status", "--porcelain", "--untracked-files=no") else "")
+    # the record itself does not make a build dirty
+    changed = _run("git", "status", "--porcelain", "--untracked-files=no", "--", ".", f":!{RECORD.relative_to(REPO)}")
+    return commit + ("-dirty" if changed else "")
 
 
 def _cpu_model() -> str:
