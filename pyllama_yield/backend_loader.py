@@ -68,7 +68,7 @@ def module_file(directory: Path, module: str) -> Path:
     return directory / f"lib{module}{'.dylib' if sys.platform == 'darwin' else '.so'}"
 
 
-def _nvidia_wheel_dirs(major: str) -> list[Path]:
+def nvidia_wheel_dirs(major: str) -> list[Path]:
     """``nvidia/cu<major>/lib`` folders of NVIDIA's wheels on ``sys.path`` (a namespace package)."""
     spec = import_util.find_spec("nvidia")
     if spec is None or spec.submodule_search_locations is None:
@@ -77,10 +77,11 @@ def _nvidia_wheel_dirs(major: str) -> list[Path]:
     return [root / "lib" for root in roots if root.is_dir()]
 
 
-def preload_cuda_libraries(major: str) -> list[str]:
-    """Load the CUDA runtime and cuBLAS from NVIDIA's wheels, when installed; notes on what was used."""
+def preload_cuda_libraries(major: str, folders: Sequence[Path] | None = None) -> list[str]:
+    """Load the CUDA runtime and cuBLAS from NVIDIA's wheels (``folders``: their ``lib`` folders on
+    ``sys.path``), when installed; notes on what was used."""
     names = _NVIDIA_WHEEL_LIBS.get(major, ())
-    for folder in _nvidia_wheel_dirs(major):
+    for folder in nvidia_wheel_dirs(major) if folders is None else folders:
         found = [folder / name for name in names if (folder / name).exists()]
         if not found:
             continue

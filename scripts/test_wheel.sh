@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install a built wheel where nothing can be built, and check it as a user would:
 #   scripts/test_wheel.sh dist/cpu/pyllama_yield-*.whl
-# A fresh venv in build/wheel-test gets the wheel with its server and test extras; then, with a
+# A fresh venv in build/wheel-test gets the wheel with its server and test extras (WHEEL_EXTRAS,
+# e.g. server,test,cuda13 for the CUDA wheel); then, with a
 # PATH that has no cc, c++, cmake or nvcc, it runs `info`, `generate`, `serve` (one completion,
 # then SIGTERM) and the test suite from a tree that holds the tests and the vendored files they
 # read, but no package source: every import is the wheel's.
@@ -14,7 +15,7 @@ main() {
     wheel=$(realpath "$wheel")
     rm -rf "$root" && mkdir -p "$root/bin" "$root/tree/vendor/llama.cpp/ggml"
     "${PYTHON:-python3}" -m venv "$root/venv"
-    "$root/venv/bin/pip" install -q "$wheel[server,test]"
+    "$root/venv/bin/pip" install -q "$wheel[${WHEEL_EXTRAS:-server,test}]"
 
     cp -r tests pyproject.toml "$root/tree/"
     cp -r vendor/llama.cpp/include vendor/llama.cpp/models "$root/tree/vendor/llama.cpp/"

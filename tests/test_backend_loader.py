@@ -11,7 +11,12 @@ import pytest
 
 from pyllama_yield import backend_loader
 from pyllama_yield._native import PACKAGE_DIR, backend_function, ffi, lib, take_recent_problems
-from pyllama_yield.backend_loader import backend_name, load_backend_modules, preload_cuda_libraries
+from pyllama_yield.backend_loader import (
+    backend_name,
+    load_backend_modules,
+    nvidia_wheel_dirs,
+    preload_cuda_libraries,
+)
 from pyllama_yield.devices import gpu_unavailable_reason
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="builds an ELF module by hand")
@@ -79,15 +84,21 @@ def test_a_module_that_is_not_installed_is_reported(tmp_path: Path):
     assert not status.loaded and status.reason == "libggml-cuda.so is not installed"
 
 
-def test_cuda_libraries_come_from_nvidia_wheels_when_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_nvidia_wheel_folders_are_found_on_sys_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "site" / "nvidia" / "cu13" / "lib").mkdir(parents=True)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "nvidia", raising=False)
+    assert tmp_path / "site" / "nvidia" / "cu13" / "lib" in nvidia_wheel_dirs("13")
+
+
+def test_cuda_libraries_come_from_nvidia_wheels_when_installed(tmp_path: Path):
+    lib_dir = tmp_path / "nvidia" / "cu13" / "lib"
+    lib_dir.mkdir(parents=True)
     # the wheel's folder without the libraries: the system's are used
-    assert "system's library path" in preload_cuda_libraries("13")[0]
+    assert "system's library path" in preload_cuda_libraries("13", [lib_dir])[0]
     # a broken library there is named, not skipped silently
-    (tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libcudart.so.13").write_bytes(b"not a library")
-    note = preload_cuda_libraries("13")[0]
+    (lib_dir / "libcudart.so.13").write_bytes(b"not a library")
+    note = preload_cuda_libraries("13", [lib_dir])[0]
     assert "did not load" in note and "libcudart.so.13" in note
 
 
