@@ -2,11 +2,17 @@
 # The CUDA wheel on a real GPU, for the day one is lent (the device tool's machines: no network,
 # Python 3.12 with NVIDIA's CUDA 13 runtime and cuBLAS wheels, nvcc, gcc; no cffi or pydantic).
 #
-#   scripts/gpu_check.sh prepare   here: build/gpu-check/ gets the CUDA wheel (dist/cuda), the wheels
-#                                  of its dependencies that the GPU machine lacks (for CPython 3.12),
-#                                  and llama.cpp's own llama-bench of the same pin, built against a
-#                                  GGML_BACKEND_DL ggml so that it loads the wheel's CUDA module.
-#   scripts/gpu_check.sh run       there, in the repo root, with build/gpu-check carried: installs
+#   scripts/gpu_check.sh prepare   here: the CUDA wheel (dist/cuda), the wheels of its dependencies
+#                                  that the GPU machine lacks (for CPython 3.12) and llama.cpp's own
+#                                  llama-bench of the same pin, built against a GGML_BACKEND_DL ggml
+#                                  so that it loads the wheel's CUDA module; packed with xz and cut
+#                                  into 30 MiB parts, build/gpu-check/part-aa, -ab, ...: a call of
+#                                  the device tool carries 64 MiB with the working tree (~26 MiB),
+#                                  so each part goes with a call of its own, and a warm machine
+#                                  keeps the earlier ones:
+#                                    run("true", carry=["build/gpu-check/part-aa"])
+#                                    run("scripts/gpu_check.sh run", carry=["build/gpu-check/part-ab"])
+#   scripts/gpu_check.sh run       there, in the repo root, with every part there: unpacks, installs
 #                                  the wheel, writes $OUT/info.json (the CUDA device must be listed),
 #                                  runs the tests with every layer offloaded, then bench_decode with
 #                                  layers offloaded beside the same loop in C and llama-bench, and
@@ -18,9 +24,16 @@
 set -euo pipefail
 
 prepare() {
-    local dest=build/gpu-check
-    rm -rf "$dest" && mkdir -p "$dest/wheels"
-    cp dist/cuda/*.whl "$dest/wheels/"
+    local dest=build/gpu-check-stage
+    rm -rf "$dest" build/gpu-check && mkdir -p "$dest/wheels" build/gpu-check
+    # the wheel re-zipped without compression, so that xz below packs its contents, not deflate's
+    python3 - dist/cuda/*.whl "$dest/wheels" <<'PY'
+import sys, zipfile, pathlib
+src, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dest / src.name, "w", zipfile.ZIP_STORED) as zout:
+    for info in zin.infolist():
+        zout.writestr(info, zin.read(info), compress_type=zipfile.ZIP_STORED)
+PY
     # What the wheel and the tests import that the GPU machine's image lacks (device/KINDS.md).
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "${GPU_PYTHON:-3.12}" --implementation cp \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
@@ -35,13 +48,15 @@ prepare() {
     cmake --build build/llama-bench-dl --target llama-bench -j "$(nproc)"
     mkdir -p "$dest/llama-bench"
     cp -L build/llama-bench-dl/bin/llama-bench build/llama-bench-dl/bin/lib*.so* "$dest/llama-bench/"
-    du -sh "$dest"
+    tar -C "$dest" -cf - . | xz -6 -T0 | split -b 30M - build/gpu-check/part-
+    ls -l build/gpu-check
 }
 
 run() {
-    local site=/tmp/gpu-check-site out=${OUT:-build/gpu-check/out}
+    local site=/tmp/gpu-check-site out=${OUT:-build/gpu-check-out} stage=build/gpu-check-stage
     mkdir -p "$out"
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" build/gpu-check/wheels/*.whl
+    rm -rf "$stage" && mkdir -p "$stage" && cat build/gpu-check/part-* | xz -d | tar -C "$stage" -xf -
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$stage"/wheels/*.whl
     export PYTHONPATH=$site PYTHONUNBUFFERED=1
     if command -v nvidia-smi >/dev/null; then
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/nvidia-smi.csv"
@@ -68,7 +83,7 @@ PY
     pkg=$(python3 -c 'import pyllama_yield._native as n; print(n.PACKAGE_DIR)')
     cat > "$out/llama-bench" <<EOF
 #!/bin/sh
-cd "$pkg" && exec "$PWD/build/gpu-check/llama-bench/llama-bench" "\$@"
+cd "$pkg" && exec "$PWD/$stage/llama-bench/llama-bench" "\$@"
 EOF
     chmod +x "$out/llama-bench"
     # a ~1.1B-parameter f16 model of random weights (made there): big enough for the GPU to matter
