@@ -72,7 +72,8 @@ if not cuda:
     if os.environ.get("GPU_CHECK_DRY_RUN") != "1":
         sys.exit(why)
     print(why, "(dry run: going on)")
-print("CUDA devices:", [d["description"] for d in cuda[0]["devices"]])
+else:
+    print("CUDA devices:", [d["description"] for d in cuda[0]["devices"]])
 PY
     # the suite's C-backed tests whose imports the image has, every model offloaded
     PYLLAMA_TEST_GPU_LAYERS=99 python3 -m pytest -p no:cacheprovider -q -o addopts="" -m "not realmodel and not fuzz" \
