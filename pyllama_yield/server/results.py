@@ -107,4 +107,3 @@ def final_payload(s: Slot, stop: StopType, content: str) -> dict[str, Any]:
     if p.prompt_logprobs >= 0:
         out["prompt_probabilities"] = s.prompt_probs
     return out
-

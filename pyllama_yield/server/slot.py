@@ -27,7 +27,6 @@ class StopType(enum.Enum):
     WORD = "word"  # a stop string
 
 
-
 @dataclass
 class Checkpoint:
     """A slot's memory as it was at some point of a prompt (see checkpoints.py, which makes and
@@ -38,6 +37,7 @@ class Checkpoint:
     n_tokens: int  # cached tokens it stands for
     data: bytearray  # the partial sequence state
     id_task: int  # the task that made it
+
 
 @dataclass
 class Slot:
