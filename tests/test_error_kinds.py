@@ -6,14 +6,13 @@ import pytest
 
 from pyllama_yield.api.errors import HTTP_ERRORS, result_error
 from pyllama_yield.client.answers import EngineError, raise_for_error
-from pyllama_yield.queue import Result
-from pyllama_yield.server.errors import ErrorKind, error_payload
+from pyllama_yield.server.errors import ErrorKind, error_result
 from pyllama_yield.server.task_builder import ContextOverflowError
 
 
 def test_every_kind_has_an_http_status_and_the_payload_no_status():
     assert set(HTTP_ERRORS) == set(ErrorKind)
-    assert "code" not in error_payload("x", ErrorKind.SERVER)
+    assert "code" not in error_result(1, "x", ErrorKind.SERVER).payload
 
 
 @pytest.mark.parametrize(
@@ -26,21 +25,21 @@ def test_every_kind_has_an_http_status_and_the_payload_no_status():
     ],
 )
 def test_the_api_answers_each_kind_as_llama_server_does(kind: ErrorKind, status: int, type_: str):
-    err = result_error(Result(1, error_payload("why", kind), is_error=True))
+    err = result_error(error_result(1, "why", kind))
     assert (err.status, err.kind, str(err)) == (status, type_, "why")
 
 
 def test_details_travel_with_the_error():
-    err = result_error(Result(1, error_payload("long", ErrorKind.EXCEED_CONTEXT, n_prompt_tokens=9, n_ctx=4), True))
+    err = result_error(error_result(1, "long", ErrorKind.EXCEED_CONTEXT, n_prompt_tokens=9, n_ctx=4))
     assert (err.status, err.kind, err.extra) == (400, "exceed_context_size_error", {"n_prompt_tokens": 9, "n_ctx": 4})
 
 
 def test_the_client_raises_by_kind():
     with pytest.raises(ValueError, match="bad"):
-        raise_for_error(Result(1, error_payload("bad", ErrorKind.INVALID_REQUEST), is_error=True))
+        raise_for_error(error_result(1, "bad", ErrorKind.INVALID_REQUEST))
     with pytest.raises(ContextOverflowError):
-        raise_for_error(Result(1, error_payload("x", ErrorKind.EXCEED_CONTEXT, n_prompt_tokens=9, n_ctx=4), True))
+        raise_for_error(error_result(1, "x", ErrorKind.EXCEED_CONTEXT, n_prompt_tokens=9, n_ctx=4))
     for kind in (ErrorKind.CANCELLED, ErrorKind.UNAVAILABLE, ErrorKind.SERVER):
         with pytest.raises(EngineError) as info:
-            raise_for_error(Result(1, error_payload("down", kind), is_error=True))
+            raise_for_error(error_result(1, "down", kind))
         assert info.value.kind is kind

@@ -27,7 +27,7 @@ from .batching import BatchLoop
 from .chat import Chat
 from .checkpoints import CheckpointPolicy
 from .config import ContextConfig, EngineConfig
-from .errors import ErrorKind, error_payload
+from .errors import ErrorKind, error_result
 from .lora import LoraSet
 from .media import media_boundary, media_cell
 from .metrics import PhaseClock, Stats
@@ -255,9 +255,7 @@ class ServerContext(BatchLoop):
             slot = next((s for s in self.slots if s.busy and s.id_task == task.id_target), None)
             if slot is None:
                 # the queue already dropped it if it was waiting; tell any waiter it is over
-                self.responses.send(
-                    Result(task.id_target, error_payload("cancelled", ErrorKind.CANCELLED), is_error=True)
-                )
+                self.responses.send(error_result(task.id_target, "cancelled", ErrorKind.CANCELLED))
                 return True
             if is_yielding:
                 return False  # freeing a slot touches the KV cache: after the decode
@@ -282,7 +280,7 @@ class ServerContext(BatchLoop):
 
     def _send_error(self, id_task: int, message: str, kind: ErrorKind) -> None:
         self.stats.add(requests_failed=1)
-        self.responses.send(Result(id_task, error_payload(message, kind), is_error=True))
+        self.responses.send(error_result(id_task, message, kind))
 
     def _check_loop_thread(self) -> None:
         if self._loop_ident is None:

@@ -22,7 +22,7 @@ from ..queue import ResponseReader, Result, Task, TaskType
 from .config import EngineConfig
 from .context import ServerContext
 from .embedding import EmbeddingTask
-from .errors import ErrorKind, error_payload
+from .errors import ErrorKind, error_result
 from .task import CompletionTask
 from .task_builder import TaskBuilder
 
@@ -101,7 +101,7 @@ class Engine(TaskBuilder):
             return
         self.failure = f"the model can no longer run: llama.cpp aborted ({message})"
         log.error("%s", self.failure)
-        self.responses.fail(Result(0, error_payload(self.failure, ErrorKind.UNAVAILABLE), is_error=True))
+        self.responses.fail(error_result(0, self.failure, ErrorKind.UNAVAILABLE))
 
     def __enter__(self) -> Engine:
         return self.start()

@@ -1,6 +1,6 @@
 """What went wrong with a request, in the engine's words: a kind, never an HTTP status.
 
-The engine sends an error result as ``error_payload(message, kind, **details)``; the HTTP side
+The engine sends an error result as ``error_result(id_task, message, kind, **details)``; the HTTP side
 picks the status and llama-server's error type for a kind (``api/errors.py``), the in-process
 client its exception (``client/answers.py``). Neither choice is made here.
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-__all__ = ["ErrorKind", "error_payload"]
+from ..queue import Result
+
+__all__ = ["ErrorKind", "error_result"]
 
 
 class ErrorKind(Enum):
@@ -21,6 +23,7 @@ class ErrorKind(Enum):
     SERVER = "server"  # the engine failed while serving it
 
 
-def error_payload(message: str, kind: ErrorKind = ErrorKind.INVALID_REQUEST, **details: Any) -> dict[str, Any]:
-    """The payload of an error result (``Result(..., is_error=True)``)."""
-    return {"error": message, "kind": kind, **details}
+def error_result(id_task: int, message: str, kind: ErrorKind, **details: Any) -> Result:
+    """The result that fails task ``id_task``: its payload holds the message, the kind and the
+    details (e.g. ``n_prompt_tokens`` and ``n_ctx`` of an ``EXCEED_CONTEXT``)."""
+    return Result(id_task, {"error": message, "kind": kind, **details}, is_error=True)

@@ -14,7 +14,7 @@ from ..common import sample_and_accept_many
 from ..llama import LlamaError
 from ..queue import Result
 from . import speculative
-from .errors import ErrorKind, error_payload
+from .errors import ErrorKind, error_result
 from .probs import token_probs
 from .results import final_payload, partial_payload
 from .slot import Slot, StopType, now
@@ -119,7 +119,7 @@ class SlotOutputs:
 
     def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
         if cancelled:
-            self.responses.send(Result(s.id_task, error_payload("cancelled", ErrorKind.CANCELLED), is_error=True))
+            self.responses.send(error_result(s.id_task, "cancelled", ErrorKind.CANCELLED))
         else:
             self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
         self.stats.add_prediction(len(s.generated), s.gen_seconds())
