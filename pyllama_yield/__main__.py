@@ -211,12 +211,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shutting_down = threading.Event()
     failure: list[BaseException] = []
 
-    from pyllama_yield.backend_loader import report_lines
-    from pyllama_yield.devices import module_report
-
-    for level, line in report_lines(module_report()):  # which backends run (why a GPU does not: logged
-        if level < logging.WARNING:  # as a warning when the package loaded)
-            print(line, file=sys.stderr)
+    _print_running_backends()
 
     def load(stack: ExitStack) -> None:
         try:
@@ -249,10 +244,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return _exit_code(failure, state)
 
 
+def _print_running_backends() -> None:
+    """serve's first lines: the backend modules that run. Why a GPU module does not was already
+    logged as a warning when the package loaded."""
+    from pyllama_yield.backend_loader import report_lines
+    from pyllama_yield.devices import module_report
+
+    for level, line in report_lines(module_report()):
+        if level < logging.WARNING:
+            print(line, file=sys.stderr)
+
+
 def _log_debug() -> None:
     """The server's own debug lines (slots, prompt cache) on stderr, as llama-server's -v."""
-    import logging
-
     logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     logging.getLogger("pyllama_yield").setLevel(logging.DEBUG)
 
