@@ -23,7 +23,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory):
 
     path = make_tiny_model(tmp_path_factory.mktemp("swa") / "swa.gguf", arch="gemma3", n_layer=6, sliding_window=8)
     with Engine.create(path, n_ctx=1024, n_parallel=1, n_batch=32, n_ubatch=32, n_threads=1) as s:
-        assert s.core.ctx.model.n_swa == 8
+        assert s.core.kv.ctx.model.n_swa == 8
         yield s
 
 

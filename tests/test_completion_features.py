@@ -19,7 +19,7 @@ def srv(tiny_model_path):
 
 def run(srv: Engine, **kw) -> list[dict]:
     """Every final result of one request, in the request's order."""
-    tasks = srv.make_tasks({"n_predict": 8, "temperature": 0.0, **kw})
+    tasks = srv.tasks.make_tasks({"n_predict": 8, "temperature": 0.0, **kw})
     with srv.submit(tasks) as reader:
         batch = reader.wait_for_all(lambda: False)
     assert batch.error is None, batch.error and batch.error.payload
@@ -104,14 +104,14 @@ def test_samplers_dry_xtc_typical_mirostat_run(srv):
 def test_several_prompts_choices_and_prompt_forms(srv):
     outs = run(srv, prompt=["Hello", "Goodbye"], n_cmpl=2, temperature=1.0, seed=5, n_predict=3)
     assert [o["index"] for o in outs] == [0, 1, 2, 3]
-    ids = srv.tokenize("Hello world", True, True)
+    ids = srv.tasks.tokenize("Hello world", True, True)
     by_text = run(srv, prompt="Hello world", return_tokens=True)[0]
     by_ids = run(srv, prompt=ids, return_tokens=True)[0]
-    mixed = run(srv, prompt=[ids[0], *srv.tokenize("Hello", False, True), " world"], return_tokens=True)[0]
+    mixed = run(srv, prompt=[ids[0], *srv.tasks.tokenize("Hello", False, True), " world"], return_tokens=True)[0]
     assert by_text["tokens"] == by_ids["tokens"] and by_text["tokens_evaluated"] == len(ids)
     assert mixed["tokens_evaluated"] >= 3
     with pytest.raises(ValueError, match="prompt"):
-        srv.make_tasks({"prompt": [{"bad": 1}]})
+        srv.tasks.make_tasks({"prompt": [{"bad": 1}]})
 
 
 def test_n_predict_zero_return_tokens_and_settings(srv):
@@ -125,12 +125,12 @@ def test_n_predict_zero_return_tokens_and_settings(srv):
 
 def test_context_overflow_names_the_sizes(srv):
     with pytest.raises(ContextOverflowError) as info:
-        srv.make_tasks({"prompt": "word " * 600})
+        srv.tasks.make_tasks({"prompt": "word " * 600})
     assert info.value.n_ctx == srv.n_ctx_slot and info.value.n_prompt_tokens > srv.n_ctx_slot
 
 
 def test_streamed_probs_and_timings_per_token(srv):
-    tasks = srv.make_tasks(
+    tasks = srv.tasks.make_tasks(
         {
             "prompt": "Hi",
             "n_predict": 4,
@@ -181,7 +181,9 @@ def test_a_full_unified_cache_frees_idle_slots_then_fails_in_llama_servers_words
         long = run(srv, prompt="Once", n_predict=200, ignore_eos=True)[0]
         assert long["tokens_predicted"] == 200
         # four requests that together outgrow the pool: each ends, done or failed as llama-server says
-        tasks = [t for _ in range(4) for t in srv.make_tasks({"prompt": "A", "n_predict": 90, "ignore_eos": True})]
+        tasks = [
+            t for _ in range(4) for t in srv.tasks.make_tasks({"prompt": "A", "n_predict": 90, "ignore_eos": True})
+        ]
         with srv.submit(tasks) as reader:
             outcomes = []
             while reader.has_next():
@@ -227,7 +229,9 @@ def test_prompt_logprobs_rate_every_prompt_token_even_over_several_batches(tiny_
     """prompt_logprobs (vLLM's field): the logits at prompt position p rate token p+1; a prompt
     split over several batches and a cached prefix change nothing."""
     with Engine.create(tiny_model_path, n_ctx=512, n_batch=16, n_threads=1) as small:
-        tokens = small.tokenize("The quick brown fox jumps over the lazy dog, then naps in the sun all day", True, True)
+        tokens = small.tasks.tokenize(
+            "The quick brown fox jumps over the lazy dog, then naps in the sun all day", True, True
+        )
         assert len(tokens) > 16  # more than one batch
         body = {"prompt": tokens, "n_predict": 1, "temperature": 0.0, "prompt_logprobs": 3}
         first = run(small, **body)[0]
@@ -242,6 +246,7 @@ def test_prompt_logprobs_rate_every_prompt_token_even_over_several_batches(tiny_
     with Engine.create(tiny_model_path, n_ctx=512, n_threads=1) as ref:
         nxt = run(ref, prompt=tokens[:5], n_predict=1, temperature=0.0, n_probs=1)[0]
     top = nxt["completion_probabilities"][0]["top_logprobs"][0]
-    assert (top["id"], top["logprob"]) == (entries[4]["top_logprobs"][0]["id"], pytest.approx(
-        entries[4]["top_logprobs"][0]["logprob"], abs=1e-3
-    ))
+    assert (top["id"], top["logprob"]) == (
+        entries[4]["top_logprobs"][0]["id"],
+        pytest.approx(entries[4]["top_logprobs"][0]["logprob"], abs=1e-3),
+    )

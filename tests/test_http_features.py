@@ -242,7 +242,7 @@ def test_our_own_fault_is_a_500_in_the_error_shape_with_the_traceback_logged(tin
         raise RuntimeError("a bug of ours")
 
     with Engine.create(tiny_model_path, n_ctx=1024, n_threads=1) as srv, TestClient(build_app(srv)) as c:
-        srv.tokenize = broken  # type: ignore[method-assign]
+        srv.tasks.tokenize = broken  # type: ignore[method-assign]
         with caplog.at_level("ERROR", logger="pyllama_yield.api"):
             r = c.post("/tokenize", json={"content": "Hello"})
         assert r.status_code == 500

@@ -79,7 +79,7 @@ class DecodeGate:
         self.released_by_go: list[bool] = []
         self.wait_s = wait_s
         self.loop_ident: list[int] = []
-        inner = srv.core._decode
+        inner = srv.core.step._decode
 
         def gated() -> None:
             self.loop_ident.append(threading.get_ident())
@@ -88,7 +88,7 @@ class DecodeGate:
                 self.released_by_go.append(self.go.wait(self.wait_s))
             inner()
 
-        srv.core._decode = gated  # type: ignore[method-assign]
+        srv.core.step._decode = gated  # type: ignore[method-assign]
 
 
 def test_s1_s3_metrics_answered_during_decode_and_completion_declined_then_served(tiny_model_path):

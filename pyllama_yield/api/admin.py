@@ -48,7 +48,7 @@ def props_json(state: AppState) -> dict[str, Any]:
     defaults = engine.defaults
     return {
         "default_generation_settings": {
-            "params": {k: v for k, v in engine.default_settings().items() if k not in ("stop", "grammar")},
+            "params": {k: v for k, v in engine.tasks.default_settings().items() if k not in ("stop", "grammar")},
             "n_ctx": engine.n_ctx_slot,
         },
         "total_slots": engine.n_parallel,
@@ -61,8 +61,8 @@ def props_json(state: AppState) -> dict[str, Any]:
         "endpoint_metrics": settings.metrics,
         "ui": settings.ui,
         "chat_template": info["chat_template"],
-        "bos_token": engine.token_text(engine.vocab.bos),
-        "eos_token": engine.token_text(engine.vocab.eos),
+        "bos_token": engine.tasks.token_text(engine.vocab.bos),
+        "eos_token": engine.tasks.token_text(engine.vocab.eos),
         "build_info": info["system_fingerprint"],
         "is_sleeping": engine.is_sleeping,
         "n_predict_default": defaults.n_predict,

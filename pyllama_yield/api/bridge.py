@@ -117,7 +117,7 @@ class Bridge:
         self, data: dict[str, Any], prompt: Any = None, params: CompletionParams | None = None
     ) -> list[CompletionTask]:
         """Validate and tokenize off the event loop; a bad request is a 400 in llama-server's words."""
-        return await self.build(lambda: self.engine.make_tasks(data, prompt, params=params))
+        return await self.build(lambda: self.engine.tasks.make_tasks(data, prompt, params=params))
 
     async def build(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a task builder of the server context on a bridge thread, its errors as HTTP errors."""

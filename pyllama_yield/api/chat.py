@@ -99,7 +99,7 @@ async def chat_completions(request: Request) -> Response:
 async def count_chat_tokens(state: AppState, body: dict[str, Any]) -> int:
     """How many tokens an OpenAI chat body takes once rendered by the template."""
     _, llama_body, _ = await render_chat(state, body)
-    return await state.bridge.build(state.engine.count_prompt_tokens, llama_body["prompt"])
+    return await state.bridge.build(state.engine.tasks.count_prompt_tokens, llama_body["prompt"])
 
 
 async def answer_with_events(

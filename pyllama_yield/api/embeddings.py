@@ -37,7 +37,7 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
         inputs = await state.bridge.build(content_prompts, inputs, marker, state.settings.media_path)
     if oai and state.engine.pooling == "none":
         raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
-    tasks = await state.bridge.build(state.engine.make_embedding_tasks, inputs, req.embd_normalize)
+    tasks = await state.bridge.build(state.engine.tasks.make_embedding_tasks, inputs, req.embd_normalize)
     results = await state.bridge.run_to_end(request, tasks)
     return state, body, results, oai
 
@@ -93,7 +93,7 @@ async def rerank(request: Request) -> Response:
         raise ApiError('"documents" must be a non-empty string array')
     query = req.query
     top_n = len(documents) if req.top_n is None else req.top_n
-    tasks = await state.bridge.build(state.engine.make_rerank_tasks, query, documents)
+    tasks = await state.bridge.build(state.engine.tasks.make_rerank_tasks, query, documents)
     results = await state.bridge.run_to_end(request, tasks)
     label = "score" if tei else "relevance_score"
     ranked = sorted(results, key=lambda r: r["score"], reverse=True)[: max(0, top_n)]

@@ -71,12 +71,12 @@ async def tokenize(request: Request) -> Response:
     engine = state.engine
 
     def run() -> dict[str, Any]:
-        tokens = engine.tokenize(req.content, req.add_special, req.parse_special)
+        tokens = engine.tasks.tokenize(req.content, req.add_special, req.parse_special)
         if not req.with_pieces:
             return {"tokens": tokens}
         out = []
         for t in tokens:
-            piece = engine.piece(t)
+            piece = engine.tasks.piece(t)
             text = valid_utf8(piece)
             out.append({"id": t, "piece": text if text.encode() == piece else list(piece)})
         return {"tokens": out}
@@ -89,7 +89,7 @@ async def detokenize(request: Request) -> Response:
     req = parse(DetokenizeRequest, await json_body(request))
     engine = state.engine
     try:
-        content = await state.bridge.run(engine.detokenize, req.tokens)
+        content = await state.bridge.run(engine.tasks.detokenize, req.tokens)
     except ValueError as exc:
         raise ApiError(str(exc)) from None
     return JSONResponse({"content": content})
@@ -99,7 +99,7 @@ async def infill(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = await json_body(request)
     try:
-        prompt = await state.bridge.run(state.engine.infill_tokens, body)
+        prompt = await state.bridge.run(state.engine.tasks.infill_tokens, body)
     except NotImplementedError as exc:
         raise ApiError(str(exc), 501, "not_supported_error") from None
     except ValueError as exc:

@@ -142,8 +142,8 @@ class Llama:
         if grammar is not None:
             body["grammar"] = self._checked_grammar(grammar)
         if suffix is not None:
-            prompt = self._engine.infill_tokens({"input_prefix": prompt, "input_suffix": suffix})
-        tasks = self._engine.make_tasks({**body, "stream": stream, "cache_prompt": True}, prompt)
+            prompt = self._engine.tasks.infill_tokens({"input_prefix": prompt, "input_suffix": suffix})
+        tasks = self._engine.tasks.make_tasks({**body, "stream": stream, "cache_prompt": True}, prompt)
         text = prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace")
         first = None  # the echoed prompt's first listed token: none for a BOS
         if tasks[0].prompt_tokens[0] != self._engine.vocab.bos:
@@ -153,7 +153,7 @@ class Llama:
 
     def _checked_grammar(self, grammar: LlamaGrammar | str) -> str:
         text = str(grammar)
-        self._engine.check_grammar(text)
+        self._engine.tasks.check_grammar(text)
         return text
 
     # --- chats --------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class Llama:
         request = {**fields, **rendered, "stop": stops}
         if files:
             request["prompt"] = {"prompt_string": request["prompt"], "multimodal_data": files}
-        tasks = self._engine.make_tasks(request, request["prompt"])
+        tasks = self._engine.tasks.make_tasks(request, request["prompt"])
         head = shapes.Head(model or self.model_path, prefix="chatcmpl-")
         n_top = (top_logprobs or 0) if logprobs else None
         return tasks, ChatAnswer(head, parse, n_top, forced["name"] if forced else None)
@@ -263,7 +263,7 @@ class Llama:
         prompts = [self.tokenize(t.encode("utf-8"), add_bos=True) for t in texts]
         if truncate:
             prompts = [p[: engine.n_ubatch] for p in prompts]
-        finals = self._collect(engine.make_embedding_tasks(prompts, 2 if normalize else -1))
+        finals = self._collect(engine.tasks.make_embedding_tasks(prompts, 2 if normalize else -1))
         pooled = engine.pooling != "none"
         vectors = [p["embedding"][0] if pooled else p["embedding"] for p in finals]
         return vectors, sum(p["tokens_evaluated"] for p in finals)
@@ -361,7 +361,7 @@ def _unknown_turn_ends(engine: Engine) -> list[str]:
     marker = "<|im_end|>"
     if marker not in engine.chat.info["source"]:
         return []
-    tokens = engine.tokenize(marker, False, True)
+    tokens = engine.tasks.tokenize(marker, False, True)
     return [] if len(tokens) == 1 and tokens[0] in engine.eog_tokens else [marker]
 
 

@@ -1,187 +1,182 @@
 """One step of continuous batching, on the loop thread: fill a batch from every busy slot, decode
-it inside ``yield_to_queue`` (the worker answers meanwhile), then sample, stream and finish.
-
-Mixed into ``ServerContext`` (``context.py``), whose state it uses: the slots, the context, the
-queue and the result queue. The KV-cache upkeep lives here too: context shift, evicting idle
-slots' caches when the cache is full.
+it inside ``yield_to_queue`` (the worker answers meanwhile), then hand the outputs on. Media are
+evaluated, and drafts made and processed, inside yields too. Context shift, and freeing idle
+slots' caches when the KV cache is full, happen here.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from ..llama import DecodeError, LlamaError, NoKvSlotError
-from ..queue import Result, Task, TaskType
-from .embedding import EmbeddingTask, normalize
-from .media import is_media_cell
-from .metrics import PhaseClock
-from .outputs import SlotOutputs
-from .probs import prompt_chunk_probs
-from .results import progress_payload
+from ..llama import Batch, DecodeError, LlamaError, NoKvSlotError
+from ..mtmd import Projector
+from ..queue import ServerQueue, Task, TaskType
+from .checkpoints import CheckpointPolicy
+from .embedding import EmbeddingTask
+from .emitter import SlotEmitter
+from .kv_caches import KvCaches
+from .lora import LoraSet
+from .media import MediaMemory, is_media_cell
+from .metrics import PhaseClock, Stats
+from .outputs import DecodeOutputs
 from .slot import Slot, SlotState, StopType, now
 from .task import CompletionTask
 
-if TYPE_CHECKING:
-    from ..llama import Batch, Context, Vocab
-    from ..mtmd import Chunk, Projector
-    from ..queue import ServerQueue, ServerResponse
-    from .checkpoints import CheckpointPolicy
-    from .lora import LoraSet
-    from .metrics import Stats
-    from .speculative import NoDraft
-
-__all__ = ["BatchLoop"]
+__all__ = ["BatchStep"]
 
 log = logging.getLogger("pyllama_yield.server")
 
 
-class BatchLoop(SlotOutputs):
-    """Mixed into ``ServerContext``; these names come from it."""
+class BatchStep:
+    """The step the queue's loop runs whenever slots are busy (``update_slots``)."""
 
-    slots: list[Slot]
-    ctx: Context
-    drafter: NoDraft
-    batch: Batch
-    vocab: Vocab
-    queue: ServerQueue
-    responses: ServerResponse
-    stats: Stats
-    loras: LoraSet
-    projector: Projector | None  # --mmproj: media in prompts
-    n_ctx_slot: int
-    pooling: str
-    context_shift: bool
-    checkpoints: CheckpointPolicy
-    yield_decode: bool
-    _running: threading.Event
-    clock: PhaseClock  # where the loop thread's time goes
-    _decoding = False  # this step reached its decode (and so delivered what was held)
-    _check_loop_thread: Callable[[], None]
-    remember_media: Callable[[Chunk], None]
-    _send_error: Callable[..., None]
+    def __init__(
+        self,
+        slots: list[Slot],
+        kv: KvCaches,
+        outputs: DecodeOutputs,
+        emitter: SlotEmitter,
+        queue: ServerQueue,
+        stats: Stats,
+        clock: PhaseClock,
+        *,
+        batch: Batch,
+        loras: LoraSet,
+        checkpoints: CheckpointPolicy,
+        projector: Projector | None,
+        media: MediaMemory,
+        n_ctx_slot: int,
+        context_shift: bool,
+        yield_decode: bool,
+        add_bos: bool,
+    ) -> None:
+        self._slots, self._kv, self._outputs, self._emitter = slots, kv, outputs, emitter
+        self._queue, self._stats, self._clock = queue, stats, clock
+        self._batch, self._loras, self._checkpoints = batch, loras, checkpoints
+        self._projector, self._media = projector, media
+        self._n_ctx_slot, self._context_shift = n_ctx_slot, context_shift
+        self._yield_decode, self._add_bos = yield_decode, add_bos
+        self._decoding = False  # this step reached its decode (and so delivered what was held)
 
-    def _update_slots(self) -> None:
-        self._check_loop_thread()
-        self._running.set()
-        if not any(s.busy for s in self.slots):
-            self.responses.flush()  # what the last step (or a task since) held goes out now
+    def run(self) -> None:
+        if not any(s.busy for s in self._slots):
+            self._emitter.flush()  # what the last step (or a task since) held goes out now
             return
-        self.clock.start()
+        self._clock.start()
         # This thread's results are held and go out together (one wake per reader) just before
         # the next decode, while this thread holds no GIL; or at the end of a step without one.
-        self.responses.hold()
+        self._emitter.hold()
         self._decoding = False
         try:
             self._step()
         except Exception as exc:
             log.exception("update_slots failed")
-            for slot in self.slots:
+            for slot in self._slots:
                 if slot.busy:
-                    self._fail(slot, f"{type(exc).__name__}: {exc}")
-        self.clock.lap("other")
-        busy = any(s.busy for s in self.slots)
+                    self._emitter.fail(slot, f"{type(exc).__name__}: {exc}")
+        self._clock.lap("other")
+        busy = any(s.busy for s in self._slots)
         if not busy or not self._decoding:
-            self.responses.flush()
-            self.clock.lap("post")
-        self.stats.publish()
-        self.clock.lap("publish")
-        self.stats.add_loop(self.clock.take())
+            self._emitter.flush()
+            self._clock.lap("post")
+        self._stats.publish()
+        self._clock.lap("publish")
+        self._stats.add_loop(self._clock.take())
         if busy:
             # keep the loop turning while slots work; tasks posted meanwhile are handled first
-            self.queue.post(Task(TaskType.NEXT_RESPONSE))
+            self._queue.post(Task(TaskType.NEXT_RESPONSE))
 
     def _deliver_before_decode(self) -> None:
         """The results held since the last decode go out now: the GIL is about to be released for
         the whole decode, so the readers they wake never make this thread wait for it."""
-        self.responses.flush(keep_holding=True)
+        self._emitter.flush(keep_holding=True)
         self._decoding = True
-        self.clock.lap("post")
+        self._clock.lap("post")
 
     def _shift_context(self, s: Slot) -> None:
         """The slot's context is full: drop ``n_discard`` tokens after the first ``n_keep`` (half of
-        the rest by default) and move the later ones back, as llama-server's context shift does."""
-        assert isinstance(s.task, CompletionTask)
-        p = s.task.params
-        n_past = len(s.cache_tokens)
+        the rest by default), as llama-server's context shift does."""
+        p = s.completion.params
         n_keep = len(s.prompt_tokens) if p.n_keep < 0 else p.n_keep
-        n_keep = min(self.n_ctx_slot - 4, n_keep + (1 if self.vocab.add_bos else 0))
-        n_left = n_past - n_keep
+        n_keep = min(self._n_ctx_slot - 4, n_keep + (1 if self._add_bos else 0))
+        n_left = len(s.cache_tokens) - n_keep
         n_discard = max(0, min(p.n_discard or n_left // 2, n_left - 1))
-        for ctx in self.kv_contexts():  # the draft's cache holds the same positions
-            ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
-            ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
-        del s.cache_tokens[n_keep : n_keep + n_discard]
-        s.checkpoints = []  # their positions moved
+        self._kv.shift(s, n_keep, n_discard)
         s.truncated = True
 
     def _step(self) -> None:
-        generating = [s for s in self.slots if s.state is SlotState.GENERATING]
+        generating = [s for s in self._slots if s.state is SlotState.GENERATING]
         # one decode applies one set of LoRA scales: that of the first slot, others wait a step
-        lora = next((s.lora for s in [*generating, *self.slots] if s.busy), ())
+        lora = next((s.lora for s in [*generating, *self._slots] if s.busy), ())
         generating = [s for s in generating if s.lora == lora]
-        if self.context_shift:
+        if self._context_shift:
             for s in generating:
-                if len(s.cache_tokens) + 1 >= self.n_ctx_slot:
+                if len(s.cache_tokens) + 1 >= self._n_ctx_slot:
                     self._shift_context(s)
-        spec = self.drafter.active and bool(generating)
-        self.clock.lap("other")
-        if self.projector is not None:
-            self._eval_media()
+        drafter = self._kv.drafter
+        spec = drafter.active and bool(generating)
+        self._clock.lap("other")
+        if self._projector is not None:
+            self._eval_media(self._projector)
         if spec:  # S2: drafting is yielded only when a slot drafts
             self._deliver_before_decode()
-            self.queue.yield_to_queue(lambda: self.drafter.draft(generating, self.n_ctx_slot))
-            self.clock.lap("draft")
+            self._queue.yield_to_queue(lambda: drafter.draft(generating, self._n_ctx_slot))
+            self._clock.lap("draft")
         chunks = self._fill_batch(generating, lora)
-        self.loras.apply(self.ctx, lora)
-        self.clock.lap("fill")
+        self._loras.apply(self._kv.ctx, lora)
+        self._clock.lap("fill")
+        if not self._decode_batch(chunks, generating):
+            return
+        for s in self._slots:
+            if s.id in chunks:
+                self._prompt_chunk_done(s, chunks[s.id])
+        self._outputs.sample_generating(generating)
+        if spec:
+            self._clock.lap("other")
+            # S2: processing is yielded when speculation is on; a failure raises after the yield
+            if not self._queue.yield_to_queue(lambda: drafter.process(self._kv.ctx, generating)):
+                raise RuntimeError("failed to process speculative batch")
+            self._clock.lap("draft")
+
+    def _decode_batch(self, chunks: dict[int, int], generating: list[Slot]) -> bool:
+        """Decode the filled batch (inside a yield: S1); False when it did not go through and the
+        step ends here."""
         self._deliver_before_decode()
         t0 = now()
         try:
-            if self.yield_decode:
-                self.queue.yield_to_queue(self._decode)  # S1: decode and sync inside the yield
+            if self._yield_decode:
+                self._queue.yield_to_queue(self._decode)  # S1: decode and sync inside the yield
             else:
                 self._decode()
-            self.clock.lap("decode")
+            self._clock.lap("decode")
         except NoKvSlotError:
             # the KV cache is full: first drop what idle slots keep cached and retry the step;
             # else every busy slot fails, as in llama-server (its words, so clients can tell)
-            if not self._clear_idle_caches():
-                for s in self.slots:
+            if not self._kv.clear_idle(self._slots):
+                for s in self._slots:
                     if s.busy:
-                        self._fail(s, "Context size has been exceeded.")
-                return
-            for s in self.slots:  # whatever part of the batch got in goes out again before the retry
+                        self._emitter.fail(s, "Context size has been exceeded.")
+                return False
+            for s in self._slots:  # whatever part of the batch got in goes out again before the retry
                 if s.busy:
-                    self.ctx.seq_rm(s.id, len(s.cache_tokens), -1)
-            return
+                    self._kv.ctx.seq_rm(s.id, len(s.cache_tokens), -1)
+            return False
         except DecodeError as exc:
-            for s in self.slots:
+            for s in self._slots:
                 if s.busy and (s.id in chunks or s in generating):
-                    self._fail(s, str(exc))
-            return
-        self.stats.add(n_busy_slots=sum(s.busy for s in self.slots), n_decode=1)
+                    self._emitter.fail(s, str(exc))
+            return False
+        self._stats.add(n_busy_slots=sum(s.busy for s in self._slots), n_decode=1)
         if chunks:
-            self.stats.add_prompt(sum(chunks.values()), now() - t0)
-        for s in self.slots:
-            if s.id in chunks:
-                self._prompt_chunk_done(s, chunks[s.id])
-        self._sample_generating(generating)
-        if spec:
-            self.clock.lap("other")
-            # S2: processing is yielded when speculation is on; a failure raises after the yield
-            if not self.queue.yield_to_queue(lambda: self.drafter.process(self.ctx, generating)):
-                raise RuntimeError("failed to process speculative batch")
-            self.clock.lap("draft")
+            self._stats.add_prompt(sum(chunks.values()), now() - t0)
+        return True
 
     def _fill_batch(self, generating: list[Slot], lora: tuple[float, ...]) -> dict[int, int]:
         """Generating slots first (one token plus drafts each), then prompt chunks in the room left."""
-        batch = self.batch
+        batch = self._batch
         batch.clear()
-        self.drafter.start_batch()
+        self._kv.drafter.start_batch()
         for s in generating:
             s.i_batch = batch.n_tokens
             pos = len(s.cache_tokens)
@@ -189,46 +184,49 @@ class BatchLoop(SlotOutputs):
             for j, d in enumerate(s.drafts):
                 batch.add(d, pos + 1 + j, s.id, logits=True)
         chunks: dict[int, int] = {}
-        for s in self.slots:
+        for s in self._slots:
             if s.state is not SlotState.PROCESSING_PROMPT or s.lora != lora:
                 continue
             room = batch.capacity - batch.n_tokens
             if room <= 0:
                 break
-            start = s.n_prompt_done
-            media = s.task.media if isinstance(s.task, (CompletionTask, EmbeddingTask)) else {}
-            if start in media:  # its medium failed or waits for the next step: no text before it
-                continue
-            end = min((m for m in media if m > start), default=len(s.prompt_tokens))  # the next medium
-            if isinstance(s.task, EmbeddingTask):  # up to the next medium, whole, every token an output
-                if end - start > room:
-                    continue
-                for j in range(start, end):
-                    batch.add(s.prompt_tokens[j], j, s.id, logits=True)
-                s.i_batch = batch.n_tokens - 1
-                chunks[s.id] = end - start
-                continue
-            n_prompt = len(s.prompt_tokens)
-            stop = self.checkpoints.chunk_end(start, start + min(room, end - start), n_prompt)
-            chunk = s.prompt_tokens[start:stop]
-            last = stop == n_prompt
-            if not (start and is_media_cell(s.prompt_tokens[start - 1])):  # none right after a medium
-                self.checkpoints.maybe_create(self.ctx, s, start, stop, n_prompt)
-            s.i_batch_first = batch.n_tokens
-            every = s.completion.params.prompt_logprobs >= 0  # the logits of each prompt token
-            batch.add_sequence(chunk, start, s.id, logits_last=last, logits_all=every)
-            self.drafter.add_prompt_chunk(chunk, start, s.id)
-            s.i_batch = batch.n_tokens - 1
-            chunks[s.id] = len(chunk)
+            n = self._add_prompt_chunk(s, room)
+            if n:
+                chunks[s.id] = n
         return chunks
 
-    def _eval_media(self) -> None:
+    def _add_prompt_chunk(self, s: Slot, room: int) -> int:
+        """The next part of ``s``'s prompt that fits ``room`` and stops before its next medium
+        (an embedding's part is taken whole or not at all); returns its length."""
+        batch, start = self._batch, s.n_prompt_done
+        media = s.task.media if isinstance(s.task, (CompletionTask, EmbeddingTask)) else {}
+        if start in media:  # its medium failed or waits for the next step: no text before it
+            return 0
+        end = min((m for m in media if m > start), default=len(s.prompt_tokens))  # the next medium
+        if isinstance(s.task, EmbeddingTask):  # every token an output
+            if end - start > room:
+                return 0
+            for j in range(start, end):
+                batch.add(s.prompt_tokens[j], j, s.id, logits=True)
+            s.i_batch = batch.n_tokens - 1
+            return end - start
+        n_prompt = len(s.prompt_tokens)
+        stop = self._checkpoints.chunk_end(start, start + min(room, end - start), n_prompt)
+        chunk = s.prompt_tokens[start:stop]
+        if not (start and is_media_cell(s.prompt_tokens[start - 1])):  # none right after a medium
+            self._checkpoints.maybe_create(self._kv.ctx, s, start, stop, n_prompt)
+        s.i_batch_first = batch.n_tokens
+        every = s.completion.params.prompt_logprobs >= 0  # the logits of each prompt token
+        batch.add_sequence(chunk, start, s.id, logits_last=stop == n_prompt, logits_all=every)
+        self._kv.drafter.add_prompt_chunk(chunk, start, s.id)
+        s.i_batch = batch.n_tokens - 1
+        return len(chunk)
+
+    def _eval_media(self, projector: Projector) -> None:
         """Slots whose prompt goes on with a medium get it into the KV cache now, before this
         step's batch (their text after it joins that batch): encoded and decoded by mtmd inside a
         yield, as llama-server processes media chunks, so the worker answers meanwhile."""
-        projector = self.projector
-        assert projector is not None
-        for s in self.slots:
+        for s in self._slots:
             task = s.task
             if s.state is not SlotState.PROCESSING_PROMPT or not isinstance(task, (CompletionTask, EmbeddingTask)):
                 continue
@@ -236,89 +234,47 @@ class BatchLoop(SlotOutputs):
                 pos = s.n_prompt_done
                 self._deliver_before_decode()
                 t0 = now()
-                work = functools.partial(projector.eval_chunk, self.ctx, chunk, pos, s.id)
+                work = functools.partial(projector.eval_chunk, self._kv.ctx, chunk, pos, s.id)
                 try:
-                    self.queue.yield_to_queue(work)
+                    self._queue.yield_to_queue(work)
                 except LlamaError as exc:
-                    self._fail(s, f"failed to process mtmd chunk: {exc}")
+                    self._emitter.fail(s, f"failed to process mtmd chunk: {exc}")
                     break
-                self.clock.lap("decode")
-                self.remember_media(chunk.placeholder())
-                self.stats.add_prompt(chunk.n_tokens, now() - t0)
+                self._clock.lap("decode")
+                self._media.remember(chunk.placeholder())
+                self._stats.add_prompt(chunk.n_tokens, now() - t0)
                 s.cache_tokens.extend(s.prompt_tokens[pos : pos + chunk.n_tokens])
                 s.n_prompt_done += chunk.n_tokens
                 s.n_prompt_processed += chunk.n_tokens
 
-    def clear_slot_cache(self, s: Slot) -> None:
-        """Drop what slot ``s`` holds in the KV cache (the draft model's too)."""
-        for ctx in self.kv_contexts():
-            ctx.seq_rm(s.id)
-        s.forget_cache()
-
-    def kv_contexts(self) -> tuple[Context, ...]:
-        """The contexts whose KV caches hold the slots' sequences: the target's, and the draft's."""
-        return (self.ctx, *self.drafter.contexts)
-
-    def _clear_idle_caches(self) -> bool:
-        """Free the KV cells idle slots keep for prompt reuse; False when there were none."""
-        idle = [s for s in self.slots if not s.busy and s.cache_tokens]
-        for s in idle:
-            self.clear_slot_cache(s)
-        return bool(idle)
-
     def _decode(self) -> None:
-        self.ctx.decode(self.batch)
-        self.ctx.synchronize()
-        self.drafter.decode_batch()
+        self._kv.ctx.decode(self._batch)
+        self._kv.ctx.synchronize()
+        self._kv.drafter.decode_batch()
 
     def _prompt_chunk_done(self, s: Slot, n: int) -> None:
         if isinstance(s.task, EmbeddingTask):
             s.n_prompt_done += n
             if s.n_prompt_done == len(s.prompt_tokens):  # else a medium comes next (_eval_media)
-                self._send_embedding(s, n)
+                self._outputs.send_embedding(s, n)
             return
         if s.completion.params.prompt_logprobs >= 0:
-            s.prompt_probs.extend(prompt_chunk_probs(self.ctx, s, n, self.vocab.token_to_piece))
+            self._outputs.record_prompt_probs(s, n)
         s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
         s.n_prompt_done += n
         s.n_prompt_processed += n
         s.t_prompt_last = now()  # after the decode's sync
-        task = s.task
-        assert task is not None
         if s.n_prompt_done < len(s.prompt_tokens):
-            if task.params.return_progress and task.params.stream:
-                self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
+            self._emitter.progress(s)
             return
         s.state = SlotState.GENERATING
-        if task.params.return_progress and task.params.stream:
-            self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
-        if task.params.n_predict == 0:  # only evaluate the prompt into the cache
-            self._finish(s, StopType.LIMIT)
+        self._emitter.progress(s)
+        if s.completion.params.n_predict == 0:  # only evaluate the prompt into the cache
+            self._emitter.finish(s, StopType.LIMIT)
             return
-        self._sample_and_accept(s, s.i_batch)
+        self._outputs.sample_and_accept(s, s.i_batch)
         # A first token goes out at once, as llama-server sends each slot's as soon as it is
         # sampled: after a burst of prompts, the first slots' readers need not wait for the
         # others' sampling (whose first samples may fault in fresh pages: ~9 ms each)
-        self.responses.flush(keep_holding=True)
-        self.clock.lap("post")
-
-    def _send_embedding(self, s: Slot, n_last: int) -> None:
-        """The answer of an embedding task whose last batch (``n_last`` tokens: the text after its
-        last medium, if it has media) was just decoded."""
-        et = s.task
-        assert isinstance(et, EmbeddingTask)
-        n = len(s.prompt_tokens)
-        if et.rerank:
-            score = float(self.ctx.embeddings_seq(s.id)[0])
-            payload = {"index": et.index, "score": score, "tokens_evaluated": n}
-            self.responses.send(Result(s.id_task, payload))
-        elif self.pooling == "none":  # one vector per token of the last batch, as they are
-            vectors = [self.ctx.embeddings(s.i_batch - n_last + 1 + j).tolist() for j in range(n_last)]
-        else:
-            vectors = [normalize(self.ctx.embeddings_seq(s.id), et.normalize).tolist()]
-        if not et.rerank:
-            self.responses.send(Result(s.id_task, {"index": et.index, "embedding": vectors, "tokens_evaluated": n}))
-        self.stats.add(prompt_tokens=0, requests_finished=1)
-        self.ctx.seq_rm(s.id)
-        s.cache_tokens = []
-        self._release(s)
+        self._emitter.flush(keep_holding=True)
+        self._clock.lap("post")

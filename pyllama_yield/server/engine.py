@@ -24,14 +24,14 @@ from .context import ServerContext
 from .embedding import EmbeddingTask
 from .errors import ErrorKind, error_result
 from .task import CompletionTask
-from .task_builder import TaskBuilder
+from .task_builder import TaskBuilder, TaskLimits
 
 __all__ = ["Engine"]
 
 log = logging.getLogger("pyllama_yield.server")
 
 
-class Engine(TaskBuilder):
+class Engine:
     """A model served by slots on a loop thread of its own (:meth:`start`), and what callers on
     any thread may ask of it. ``core`` is the loop side, for tests and diagnostics only."""
 
@@ -50,6 +50,22 @@ class Engine(TaskBuilder):
         self.projector = core.projector  # --mmproj; its media() and tokenize() are thread-safe
         self.model_name = config.model.name or os.path.basename(config.model.path)
         self.n_predict_max, self.n_probs_max = config.limits.n_predict_max, config.limits.n_probs_max
+        self.tasks = TaskBuilder(
+            core.model,
+            core.projector,
+            config.defaults,
+            TaskLimits(
+                n_parallel=core.n_parallel,
+                n_ctx_slot=core.n_ctx_slot,
+                n_batch=core.n_batch,
+                n_ubatch=core.n_ubatch,
+                n_predict_max=config.limits.n_predict_max,
+                n_probs_max=config.limits.n_probs_max,
+                embedding=core.embedding,
+                pooling=core.pooling,
+            ),
+            core.eog_tokens,
+        )
         self.info = self.describe(config.model.path)
         self.failure: str | None = None  # why the engine stopped for good (see _on_abort)
         self._release_abort_hold: Callable[[], None] | None = None
@@ -178,7 +194,7 @@ class Engine(TaskBuilder):
         final results from the returned reader."""
         tasks: list[CompletionTask] | list[EmbeddingTask]
         if isinstance(request, dict):
-            tasks = self.make_tasks(request)
+            tasks = self.tasks.make_tasks(request)
         else:
             tasks = request if isinstance(request, list) else [request]
         reader = ResponseReader(self.queue, self.responses, poll_interval_s)

@@ -2,7 +2,7 @@
 ``POST /lora-adapters`` changes, and the scales a request asks for (its ``lora`` field).
 
 A slot decodes with one set of scales (a tuple, one per adapter). One decode applies one set, so
-a step batches only the slots whose set matches (see ``BatchLoop._step``), as llama-server does.
+a step batches only the slots whose set matches (see ``batching.BatchStep``), as llama-server does.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from ..mtmd import Chunk, Projector
 
 __all__ = [
+    "MediaMemory",
     "MediaTokens",
     "chat_media",
     "content_prompts",
@@ -45,6 +47,26 @@ def media_cell(content_id: str) -> int:
 
 def is_media_cell(token: int) -> bool:
     return token < -1
+
+
+class MediaMemory:
+    """The placeholders (no pixels) of the media the KV cache has seen, by their cells' value:
+    slot files save them beside the tokens. The most recent ``n_max`` are kept (a few hundred
+    bytes each)."""
+
+    def __init__(self, n_max: int = 256) -> None:
+        self._n_max = n_max
+        self._chunks: OrderedDict[int, Chunk] = OrderedDict()
+
+    def remember(self, chunk: Chunk) -> None:
+        cell = media_cell(chunk.id or "")
+        self._chunks[cell] = chunk
+        self._chunks.move_to_end(cell)
+        while len(self._chunks) > self._n_max:
+            self._chunks.popitem(last=False)
+
+    def get(self, cell: int) -> Chunk | None:
+        return self._chunks.get(cell)
 
 
 def media_boundary(media: dict[int, Chunk], n: int) -> int:

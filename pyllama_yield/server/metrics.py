@@ -16,7 +16,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .context import ServerContext
+    from ..queue import ServerQueue
+    from .slot import Slot
 
 __all__ = ["LOOP_PHASES", "PhaseClock", "Stats"]
 
@@ -47,8 +48,13 @@ class PhaseClock:
 
 
 class Stats:
-    def __init__(self, srv: ServerContext) -> None:
-        self._srv = srv
+    """Counters the loop thread adds to, and the snapshot it publishes from the slots."""
+
+    def __init__(self, slots: list[Slot], queue: ServerQueue, *, n_ctx_slot: int, n_ctx: int) -> None:
+        self._slots = slots
+        self._queue = queue
+        self._n_ctx_slot = n_ctx_slot
+        self._n_ctx = n_ctx
         self._lock = threading.Lock()
         self._totals: dict[str, float] = dict(
             prompt_tokens=0,
@@ -115,7 +121,6 @@ class Stats:
 
     def publish(self) -> None:
         """Loop thread: a consistent snapshot that the worker can hand out during a decode."""
-        srv = self._srv
         slots = [
             {
                 "id": s.id,
@@ -125,18 +130,18 @@ class Stats:
                 "n_prompt_tokens": len(s.prompt_tokens),
                 "n_decoded": len(s.generated),
                 "n_cached": len(s.cache_tokens),
-                "n_ctx": srv.n_ctx_slot,
+                "n_ctx": self._n_ctx_slot,
             }
-            for s in srv.slots
+            for s in self._slots
         ]
         with self._lock:
-            longest = max((len(s.cache_tokens) for s in srv.slots), default=0)
+            longest = max((len(s.cache_tokens) for s in self._slots), default=0)
             self._totals["n_tokens_max"] = max(self._totals["n_tokens_max"], longest)
             self._snapshot = {
                 "slots": slots,
-                "n_slots": srv.n_parallel,
+                "n_slots": len(self._slots),
                 "requests_processing": sum(s["is_processing"] for s in slots),
-                "n_ctx": srv.n_ctx_total,
+                "n_ctx": self._n_ctx,
                 **self._totals,
             }
 
@@ -154,9 +159,9 @@ class Stats:
                 snap = {**self._snapshot, **self._buckets, "loop_seconds": dict(self._loop_seconds)}
                 if reset_buckets:
                     self._buckets = _empty_buckets()
-        snap["requests_deferred"] = self._srv.queue.n_deferred
+        snap["requests_deferred"] = self._queue.n_deferred
         snap["uptime_s"] = time.time() - self.t_start
-        snap["is_sleeping"] = self._srv.queue.is_sleeping
+        snap["is_sleeping"] = self._queue.is_sleeping
         return snap
 
 

@@ -1,61 +1,63 @@
 """What a decode's outputs become, on the loop thread: each generating slot's next token (sampled,
-or checked against its drafts), streamed, checked for its stop conditions; a slot that ends sends
-its final result and is released.
-
-Mixed into ``BatchLoop`` (``batching.py``), whose state it uses.
+or checked against its drafts), streamed and checked for its stop conditions; an embedding task's
+vectors or score. A slot that ends goes to the emitter, which sends its final result and frees it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..common import sample_and_accept_many
-from ..llama import LlamaError
+from ..llama import LlamaError, Vocab
 from ..queue import Result
-from . import speculative
-from .errors import ErrorKind, error_result
-from .probs import token_probs
-from .results import final_payload, partial_payload
+from .embedding import EmbeddingTask, normalize
+from .emitter import SlotEmitter
+from .errors import ErrorKind
+from .kv_caches import KvCaches
+from .metrics import PhaseClock, Stats
+from .probs import prompt_chunk_probs, token_probs
+from .results import partial_payload
 from .slot import Slot, StopType, now
 
-if TYPE_CHECKING:
-    from ..llama import Context, Vocab
-    from ..queue import ServerQueue, ServerResponse
-    from .metrics import PhaseClock, Stats
-    from .speculative import NoDraft
-
-__all__ = ["SlotOutputs"]
+__all__ = ["DecodeOutputs"]
 
 
-class SlotOutputs:
-    """Mixed into ``BatchLoop``; these names come from it."""
+class DecodeOutputs:
+    """Reads the outputs of the last decode for each slot that has some."""
 
-    ctx: Context
-    drafter: NoDraft
-    vocab: Vocab
-    queue: ServerQueue
-    responses: ServerResponse
-    stats: Stats
-    clock: PhaseClock
-    n_ctx_slot: int
-    context_shift: bool
-    _send_error: Callable[..., None]
-    clear_slot_cache: Callable[[Slot], None]
+    def __init__(
+        self,
+        kv: KvCaches,
+        vocab: Vocab,
+        emitter: SlotEmitter,
+        stats: Stats,
+        clock: PhaseClock,
+        *,
+        n_ctx_slot: int,
+        context_shift: bool,
+        pooling: str,
+    ) -> None:
+        self._kv = kv
+        self._vocab = vocab
+        self._emitter = emitter
+        self._stats = stats
+        self._clock = clock
+        self._n_ctx_slot = n_ctx_slot
+        self._context_shift = context_shift
+        self._pooling = pooling
 
-    def _sample_generating(self, generating: list[Slot]) -> None:
+    def sample_generating(self, generating: list[Slot]) -> None:
         """The next token of every generating slot after the decode, in slot order. The slots
         without drafts are sampled in one call, on the CPU backend's threads (which only wait
         between decodes); a slot with drafts samples its outputs one by one to verify them."""
         plain = [s for s in generating if s.busy and not s.drafts]
         sampled: dict[int, int | LlamaError] = {}
         if plain:
-            self.clock.lap("other")
-            samplers = [s.sampler for s in plain]
-            idxs = [s.i_batch for s in plain]
-            tokens = sample_and_accept_many(samplers, self.ctx, idxs, self.ctx.n_threads)
+            self._clock.lap("other")
+            ctx = self._kv.ctx
+            tokens = sample_and_accept_many([s.sampler for s in plain], ctx, [s.i_batch for s in plain], ctx.n_threads)
             sampled = {s.id: tok for s, tok in zip(plain, tokens, strict=True)}
-            self.clock.lap("sample")
+            self._clock.lap("sample")
         for s in generating:
             if s.busy:
                 self._verify_and_accept(s, sampled.get(s.id))
@@ -66,11 +68,12 @@ class SlotOutputs:
         drafts, s.drafts = s.drafts, []
         s.cache_tokens.append(s.last_token)
         n_accepted = 0
-        if drafts and self.drafter.synth_probs:
-            n_accepted = speculative.accept_synthetic(self, s, drafts, self.drafter.synth_probs)
+        synth_probs = self._kv.drafter.synth_probs
+        if drafts and synth_probs:
+            n_accepted = self._accept_synthetic(s, drafts, synth_probs)
         else:
             for j in range(len(drafts) + 1):
-                tok = self._sample_and_accept(s, s.i_batch + j, sampled if j == 0 else None)
+                tok = self.sample_and_accept(s, s.i_batch + j, sampled if j == 0 else None)
                 if not s.busy or j == len(drafts) or tok != drafts[j]:
                     break
                 n_accepted += 1
@@ -80,58 +83,92 @@ class SlotOutputs:
         if drafts:
             s.n_draft_total += len(drafts)
             s.n_draft_accepted += n_accepted
-            self.stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted, draft_steps=1)
+            self._stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted, draft_steps=1)
 
-    def _sample_and_accept(self, s: Slot, idx: int, sampled: int | LlamaError | None = None) -> int:
+    def _accept_synthetic(self, s: Slot, drafts: list[int], synth_probs: list[float]) -> int:
+        """Benchmarking (``--spec-synth-rates``): accept each draft with its configured odds
+        instead of by match with the target's token. The target still samples every position (its
+        sampler state moves as usual); a drafted end-of-generation token is never accepted, and
+        accepted drafts do not advance the grammar (llama-server's server_sample_and_accept_synth).
+        Returns the drafts accepted."""
+        assert s.sampler is not None and s.synth_rng is not None
+        for j, d in enumerate(drafts):
+            try:
+                tok = s.sampler.sample(self._kv.ctx, s.i_batch + j)
+            except LlamaError as exc:
+                self._emitter.fail(s, str(exc), ErrorKind.INVALID_REQUEST)
+                return j
+            if s.synth_rng.random() < synth_probs[j] and not self._vocab.is_eog(d):
+                s.sampler.accept(d, is_generated=False)
+                self.accept(s, d, None)
+                if not s.busy:
+                    return j
+                s.cache_tokens.append(d)
+                continue
+            s.sampler.accept(tok, is_generated=True)
+            self.accept(s, tok, None)
+            return j
+        self.sample_and_accept(s, s.i_batch + len(drafts))
+        return len(drafts)
+
+    def sample_and_accept(self, s: Slot, idx: int, sampled: int | LlamaError | None = None) -> int:
         """Sample from output ``idx`` for slot ``s`` (unless ``sampled`` is that sample already),
         record its probabilities, then stream it and check the stop conditions (which may finish
-        the slot)."""
+        the slot). Returns the token, or -1 when the slot failed."""
         assert s.sampler is not None
+        ctx = self._kv.ctx
         if sampled is None:  # the same C call as the batched path, for one sampler
-            self.clock.lap("other")
-            [sampled] = sample_and_accept_many([s.sampler], self.ctx, [idx], 1)
-            self.clock.lap("sample")
+            self._clock.lap("other")
+            [sampled] = sample_and_accept_many([s.sampler], ctx, [idx], 1)
+            self._clock.lap("sample")
         if isinstance(sampled, LlamaError):
-            self._fail(s, str(sampled), ErrorKind.INVALID_REQUEST)
+            self._emitter.fail(s, str(sampled), ErrorKind.INVALID_REQUEST)
             return -1
         tok = sampled
-        probs = token_probs(s.sampler, self.ctx, idx, tok, s.completion.params, self.vocab.token_to_piece)
+        probs = token_probs(s.sampler, ctx, idx, tok, s.completion.params, self._vocab.token_to_piece)
         if probs is not None:
             s.probs.append(probs)
-            self.clock.lap("probs")
-        self._accept(s, tok, probs)
+            self._clock.lap("probs")
+        self.accept(s, tok, probs)
         return tok
 
-    def _accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
+    def accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
         """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
         p = s.completion.params
         s.t_gen_last = now()
-        piece = self.vocab.token_to_piece(tok)
-        stop = s.add_token(tok, self.vocab.is_eog(tok), piece, self.n_ctx_slot, self.context_shift)
+        piece = self._vocab.token_to_piece(tok)
+        stop = s.add_token(tok, self._vocab.is_eog(tok), piece, self._n_ctx_slot, self._context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
-            self.clock.lap("stop")
-            self.responses.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
-        self.clock.lap("post" if p.stream else "stop")
+            self._clock.lap("stop")
+            self._emitter.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
+        self._clock.lap("post" if p.stream else "stop")
         if stop is not StopType.NONE:
-            self._finish(s, stop)
-            self.clock.lap("post")
+            self._emitter.finish(s, stop)
+            self._clock.lap("post")
 
-    def _finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
-        if cancelled:
-            self.responses.send(error_result(s.id_task, "cancelled", ErrorKind.CANCELLED))
+    def record_prompt_probs(self, s: Slot, n: int) -> None:
+        """The probabilities of the ``n`` prompt tokens just decoded (``prompt_logprobs``)."""
+        s.prompt_probs.extend(prompt_chunk_probs(self._kv.ctx, s, n, self._vocab.token_to_piece))
+
+    def send_embedding(self, s: Slot, n_last: int) -> None:
+        """The answer of an embedding task whose last batch (``n_last`` tokens: the text after its
+        last medium, if it has media) was just decoded; the slot is free afterwards."""
+        et = s.task
+        assert isinstance(et, EmbeddingTask)
+        ctx = self._kv.ctx
+        n = len(s.prompt_tokens)
+        if et.rerank:
+            score = float(ctx.embeddings_seq(s.id)[0])
+            payload: dict[str, Any] = {"index": et.index, "score": score, "tokens_evaluated": n}
         else:
-            self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
-        self.stats.add_prediction(len(s.generated), s.gen_seconds())
-        self.stats.add(requests_finished=1)
-        self._release(s)
-
-    def _fail(self, s: Slot, message: str, kind: ErrorKind = ErrorKind.SERVER) -> None:
-        self._send_error(s.id_task, message, kind)
-        self.clear_slot_cache(s)
-        self._release(s)
-
-    def _release(self, s: Slot) -> None:
-        s.reset()
-        self.queue.pop_deferred_task(s.id)
-        self.stats.publish()
+            if self._pooling == "none":  # one vector per token of the last batch, as they are
+                vectors = [ctx.embeddings(s.i_batch - n_last + 1 + j).tolist() for j in range(n_last)]
+            else:
+                vectors = [normalize(ctx.embeddings_seq(s.id), et.normalize).tolist()]
+            payload = {"index": et.index, "embedding": vectors, "tokens_evaluated": n}
+        self._emitter.send(Result(s.id_task, payload))
+        self._stats.add(prompt_tokens=0, requests_finished=1)
+        ctx.seq_rm(s.id)
+        s.cache_tokens = []
+        self._emitter.release(s)

@@ -22,7 +22,8 @@ from .slot import Slot, common_prefix
 
 if TYPE_CHECKING:
     from ..llama import Context
-    from .context import ServerContext
+    from .kv_caches import KvCaches
+    from .prompt_cache import PromptCache
     from .task import CompletionTask
 
 __all__ = ["choose_slot", "save_idle_slots", "swap_cached_prompt"]
@@ -56,33 +57,29 @@ def choose_slot(slots: list[Slot], ct: CompletionTask, similarity: float) -> tup
     return chosen, update_cache
 
 
-def _save(srv: ServerContext, slot: Slot) -> bool:
-    cache = srv.prompt_cache
-    assert cache is not None
+def _save(cache: PromptCache, kv: KvCaches, slot: Slot) -> bool:
     sizes: dict[Context, int] = {}  # measured once, then read with the same sizes
 
     def measure() -> int:
-        sizes.update((c, c.seq_state_size(slot.id)) for c in srv.kv_contexts())
+        sizes.update((c, c.seq_state_size(slot.id)) for c in kv.contexts())
         return sum(sizes.values())
 
     def read() -> tuple[bytearray, bytearray]:
-        target, *draft = (c.seq_state_bytes(slot.id, sizes[c]) for c in srv.kv_contexts())
+        target, *draft = (c.seq_state_bytes(slot.id, sizes[c]) for c in kv.contexts())
         return target, draft[0] if draft else bytearray()
 
     return cache.save(slot.cache_tokens, measure, read, slot.lora, slot.checkpoints)
 
 
-def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> None:
+def swap_cached_prompt(cache: PromptCache, kv: KvCaches, slot: Slot, tokens: list[int]) -> None:
     """Save ``slot``'s prompt to the host-memory cache, then load the cached prompt that fits
     ``tokens`` better than what the slot holds (the slot is emptied if loading fails)."""
-    cache = srv.prompt_cache
-    assert cache is not None
     log.debug("updating prompt cache")
-    _save(srv, slot)
+    _save(cache, kv, slot)
     best = cache.take_best(slot.cache_tokens, tokens)
     if best is not None:
         try:
-            for ctx, data in zip(srv.kv_contexts(), (best.target, best.draft), strict=False):
+            for ctx, data in zip(kv.contexts(), (best.target, best.draft), strict=False):
                 if data:
                     ctx.seq_rm(slot.id)
                     ctx.load_seq_state_bytes(data, slot.id)
@@ -90,19 +87,18 @@ def swap_cached_prompt(srv: ServerContext, slot: Slot, tokens: list[int]) -> Non
             log.debug("slot %d: loaded a cached prompt of %d tokens", slot.id, len(best.tokens))
         except LlamaError:
             log.warning("slot %d: could not load a cached prompt; starting empty", slot.id)
-            srv.clear_slot_cache(slot)
+            kv.clear_slot(slot)
     cache.update()
 
 
-def save_idle_slots(srv: ServerContext) -> None:
-    """``--cache-idle-slots``: a task started, so keep the idle slots' prompts in host memory; with
-    a unified KV cache their cells are worth more to the busy slots."""
-    for slot in srv.slots:
+def save_idle_slots(cache: PromptCache, kv: KvCaches, slots: list[Slot], free_cells: bool) -> None:
+    """``--cache-idle-slots``: a task started, so keep the idle slots' prompts in host memory;
+    ``free_cells`` (a unified KV cache): their cells are worth more to the busy slots."""
+    for slot in slots:
         if slot.busy:
             continue
-        if _save(srv, slot):
+        if _save(cache, kv, slot):
             log.debug("slot %d: __TEST_TAG_CACHE_IDLE_SLOT__ (saved to the prompt cache)", slot.id)
-            assert srv.prompt_cache is not None
-            srv.prompt_cache.update()
-        if srv.unified_kv:
-            srv.clear_slot_cache(slot)
+            cache.update()
+        if free_cells:
+            kv.clear_slot(slot)

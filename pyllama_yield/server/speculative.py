@@ -3,8 +3,8 @@ context. ``NoDraft`` stands in when there is none, so the batching loop never as
 
 Drafting and the KV clean-up after verification both run inside ``yield_to_queue`` on the loop
 thread (rule S2), so the worker keeps answering while the draft model computes. The target model
-verifies the drafts in the shared batch (``BatchLoop._verify_and_accept``): greedy drafting keeps
-greedy output identical.
+verifies the drafts in the shared batch (``outputs.DecodeOutputs``): greedy drafting keeps greedy
+output identical.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..llama import Batch, Context, DecodeError, LlamaError, Model
-from .errors import ErrorKind
+from ..llama import Batch, Context, DecodeError, Model
 from .params import DEFAULT_SEED
 from .slot import Slot
 
@@ -189,30 +188,3 @@ def conditional_odds(rates: Sequence[float]) -> list[float]:
         odds.append(rate / previous if previous > 0 else 0.0)
         previous = rate
     return odds
-
-
-def accept_synthetic(loop: Any, s: Slot, drafts: list[int], synth_probs: list[float]) -> int:
-    """Benchmarking: accept each draft with its configured odds instead of by match with the
-    target's token. The target still samples every position (its sampler state moves as usual);
-    a drafted end-of-generation token is never accepted, and accepted drafts do not advance the
-    grammar (llama-server's server_sample_and_accept_synth). Returns the drafts accepted.
-    ``loop`` is the ``BatchLoop`` (sampling, streaming and finishing are its)."""
-    assert s.sampler is not None and s.synth_rng is not None
-    for j, d in enumerate(drafts):
-        try:
-            tok = s.sampler.sample(loop.ctx, s.i_batch + j)
-        except LlamaError as exc:
-            loop._fail(s, str(exc), ErrorKind.INVALID_REQUEST)
-            return j
-        if s.synth_rng.random() < synth_probs[j] and not loop.vocab.is_eog(d):
-            s.sampler.accept(d, is_generated=False)
-            loop._accept(s, d, None)
-            if not s.busy:
-                return j
-            s.cache_tokens.append(d)
-            continue
-        s.sampler.accept(tok, is_generated=True)
-        loop._accept(s, tok, None)
-        return j
-    loop._sample_and_accept(s, s.i_batch + len(drafts))
-    return len(drafts)

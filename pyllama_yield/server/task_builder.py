@@ -2,12 +2,13 @@
 too), apply the server's caps, and check that each prompt fits a slot. llama.cpp's vocab is
 read-only and the binding releases the GIL, so a long prompt never stalls the loop thread.
 
-Mixed into ``Engine`` (``engine.py``), whose fixed-once-loaded state it reads.
+The engine holds one (``Engine.tasks``), made from what the loaded model fixes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -25,10 +26,10 @@ from .task import CompletionTask, tokenize_prompts
 from .task_params import resolve
 
 if TYPE_CHECKING:
-    from ..llama import Model, Vocab
+    from ..llama import Model
     from ..mtmd import Projector
 
-__all__ = ["ContextOverflowError", "TaskBuilder"]
+__all__ = ["ContextOverflowError", "TaskBuilder", "TaskLimits"]
 
 
 class ContextOverflowError(ValueError):
@@ -42,22 +43,35 @@ class ContextOverflowError(ValueError):
         self.n_ctx = n_ctx
 
 
-class TaskBuilder:
-    """Mixed into ``Engine``; these names come from it (read-only once the model is loaded)."""
+@dataclass(frozen=True)
+class TaskLimits:
+    """What the loaded engine fixes about the tasks it takes."""
 
-    model: Model
-    vocab: Vocab
-    projector: Projector | None
-    defaults: CompletionParams
-    embedding: bool
-    pooling: str
     n_parallel: int
-    n_ctx_slot: int
+    n_ctx_slot: int  # a prompt must be shorter
     n_batch: int
-    n_ubatch: int
-    n_predict_max: int
+    n_ubatch: int  # an embedding's prompt must fit one
+    n_predict_max: int  # --n-predict-max (-1: none)
     n_probs_max: int
-    eog_tokens: tuple[int, ...]
+    embedding: bool  # an embeddings (or, with pooling "rank", reranking) engine: no completions
+    pooling: str
+
+
+class TaskBuilder:
+    """Builds tasks for one loaded model; any thread (it only reads the model and the projector)."""
+
+    def __init__(
+        self,
+        model: Model,
+        projector: Projector | None,
+        defaults: CompletionParams,
+        limits: TaskLimits,
+        eog_tokens: tuple[int, ...],
+    ) -> None:
+        self.model, self.vocab, self.projector = model, model.vocab, projector
+        self.defaults = defaults
+        self.limits = limits
+        self.eog_tokens = eog_tokens  # read by ``resolve`` (a ``Tokenizer``)
 
     # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
     @property
@@ -87,7 +101,7 @@ class TaskBuilder:
 
     def default_settings(self) -> dict[str, Any]:
         """The generation settings a request gets when it sets nothing (``/props``)."""
-        return resolve(self.defaults, self, json_schema_to_grammar, n_parallel=self.n_parallel).settings
+        return resolve(self.defaults, self, json_schema_to_grammar, n_parallel=self.limits.n_parallel).settings
 
     def infill_tokens(self, body: dict[str, Any]) -> list[int]:
         """The FIM prompt of an ``/infill`` request (``input_prefix``, ``input_suffix``,
@@ -115,9 +129,9 @@ class TaskBuilder:
             body["input_suffix"],
             extra,
             self.tokenize(prompt, False, True),
-            n_batch=self.n_batch,
+            n_batch=self.limits.n_batch,
             n_predict=self.defaults.n_predict,
-            n_ctx=self.n_ctx_slot,
+            n_ctx=self.limits.n_ctx_slot,
         )
 
     def make_tasks(
@@ -126,7 +140,7 @@ class TaskBuilder:
         """A request's JSON → one task per prompt and per choice (``n``), tokenized here, on the
         calling thread. ``prompt`` defaults to ``data["prompt"]``. Raises ``ValueError`` with the
         field and the reason for a bad request."""
-        if self.embedding:
+        if self.limits.embedding:
             raise NotImplementedError("This server does not support completions. Start it without `--embeddings`")
         if params is None:
             if not isinstance(data, dict):
@@ -140,7 +154,7 @@ class TaskBuilder:
             prompt = data.get("prompt") if isinstance(data, dict) else None
         if prompt is None:
             raise ValueError('"prompt" is required')
-        task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.n_parallel)
+        task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.limits.n_parallel)
         prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
         tasks = []
         for i, tokens in enumerate(prompts):
@@ -177,9 +191,11 @@ class TaskBuilder:
     def _apply_caps(self, params: CompletionParams) -> CompletionParams:
         """The server's caps on what one request may ask for (``--n-predict-max``, ``--n-probs-max``)."""
         for name in ("n_probs", "prompt_logprobs"):
-            if getattr(params, name) > self.n_probs_max:
-                raise ValueError(f"{name} {getattr(params, name)} is over this server's limit of {self.n_probs_max}")
-        cap = self.n_predict_max
+            if getattr(params, name) > self.limits.n_probs_max:
+                raise ValueError(
+                    f"{name} {getattr(params, name)} is over this server's limit of {self.limits.n_probs_max}"
+                )
+        cap = self.limits.n_predict_max
         if cap >= 0:
             if params.n_predict > cap:
                 raise ValueError(f"n_predict {params.n_predict} is over this server's limit of {cap}")
@@ -189,7 +205,7 @@ class TaskBuilder:
 
     def make_embedding_tasks(self, inputs: Any, normalize: int = 2) -> list[EmbeddingTask]:
         """One task per input (the prompt forms of completions); each must fit one ubatch."""
-        if not self.embedding:
+        if not self.limits.embedding:
             raise NotImplementedError("This server does not support embeddings. Start it with `--embeddings`")
         prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
         tasks = []
@@ -198,23 +214,23 @@ class TaskBuilder:
                 raise ValueError("Input content cannot be empty")
             media = tokens.media if isinstance(tokens, MediaTokens) else {}
             self.check_prompt(tokens, with_media=bool(media))
-            if len(tokens) > self.n_ubatch:
+            if len(tokens) > self.limits.n_ubatch:
                 raise ValueError(
                     f"input ({len(tokens)} tokens) is too large to process. increase the physical batch size "
-                    f"(current batch size: {self.n_ubatch})"
+                    f"(current batch size: {self.limits.n_ubatch})"
                 )
             tasks.append(EmbeddingTask(tokens, index=i, normalize=normalize, media=media))
         return tasks
 
     def make_rerank_tasks(self, query: str, documents: list[str]) -> list[EmbeddingTask]:
         """One task per document: the reranker scores the (query, document) pair."""
-        if not self.embedding or self.pooling != "rank":
+        if not self.limits.embedding or self.limits.pooling != "rank":
             raise NotImplementedError("This server does not support reranking. Start it with `--reranking`")
         tasks = []
         for i, doc in enumerate(documents):
             tokens = rerank_prompt(self.model, self.vocab, query, doc)
             self.check_prompt(tokens)
-            if len(tokens) > self.n_ubatch:
+            if len(tokens) > self.limits.n_ubatch:
                 raise ValueError(
                     f"input ({len(tokens)} tokens) is too large to process. increase the physical batch size"
                 )
@@ -228,5 +244,5 @@ class TaskBuilder:
         bad = next((t for t in tokens if not (0 <= t < n_vocab or (with_media and is_media_cell(t)))), None)
         if bad is not None:
             raise ValueError(f"token id {bad} out of range [0, {self.vocab.n_tokens})")
-        if len(tokens) >= self.n_ctx_slot:
-            raise ContextOverflowError(len(tokens), self.n_ctx_slot)
+        if len(tokens) >= self.limits.n_ctx_slot:
+            raise ContextOverflowError(len(tokens), self.limits.n_ctx_slot)

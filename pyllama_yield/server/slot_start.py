@@ -1,0 +1,134 @@
+"""Starting a task on a slot, on the loop thread: which slot takes it (``slot_choice.py``), how much
+of the slot's cached prompt it keeps, its sampler; or, with no slot free, deferring it until one
+frees (the emitter resumes it)."""
+
+from __future__ import annotations
+
+from ..common import CommonSampler
+from ..llama import Model
+from ..queue import ServerQueue, Task
+from .checkpoints import CheckpointPolicy
+from .embedding import EmbeddingTask
+from .emitter import SlotEmitter
+from .kv_caches import KvCaches
+from .lora import LoraSet
+from .media import media_boundary
+from .metrics import Stats
+from .params import DEFAULT_SEED
+from .prompt_cache import PromptCache, reuse_chunks
+from .slot import Slot, SlotState, TextStream, common_prefix
+from .slot_choice import choose_slot, save_idle_slots, swap_cached_prompt
+from .task import CompletionTask
+
+__all__ = ["SlotStarter"]
+
+
+class SlotStarter:
+    def __init__(
+        self,
+        model: Model,
+        slots: list[Slot],
+        kv: KvCaches,
+        emitter: SlotEmitter,
+        queue: ServerQueue,
+        stats: Stats,
+        *,
+        loras: LoraSet,
+        checkpoints: CheckpointPolicy,
+        prompt_cache: PromptCache | None,
+        similarity: float,
+        cache_idle_slots: bool,
+        unified_kv: bool,
+        chunk_reuse: bool,
+    ) -> None:
+        """``similarity``: ``--slot-prompt-similarity``; ``chunk_reuse``: whether ``n_cache_reuse``
+        may move cached chunks (not with a draft model or media)."""
+        self._model, self._slots, self._kv, self._emitter = model, slots, kv, emitter
+        self._queue, self._stats = queue, stats
+        self._loras, self._checkpoints, self._prompt_cache = loras, checkpoints, prompt_cache
+        self._similarity, self._cache_idle_slots = similarity, cache_idle_slots
+        self._unified_kv, self._chunk_reuse = unified_kv, chunk_reuse
+
+    def completion(self, task: Task) -> None:
+        """Start the completion on a slot, or defer it until one frees."""
+        ct = task.payload
+        if not isinstance(ct, CompletionTask):
+            raise ValueError("a completion task needs a CompletionTask (see Engine.tasks.make_tasks)")
+        if not -1 <= ct.params.id_slot < len(self._slots):
+            raise ValueError(f"id_slot {ct.params.id_slot} out of range [-1, {len(self._slots)})")
+        slot, update_cache = choose_slot(self._slots, ct, self._similarity)
+        if slot is None:
+            task.id_slot = ct.params.id_slot
+            self._queue.defer(task)  # resumed by pop_deferred_task when a slot frees
+            return
+        cache = self._prompt_cache
+        if update_cache and cache is not None:
+            swap_cached_prompt(cache, self._kv, slot, ct.prompt_tokens)
+        self._assign(slot, task.id, ct)
+        if self._cache_idle_slots and cache is not None:
+            save_idle_slots(cache, self._kv, self._slots, free_cells=self._unified_kv)
+
+    def embedding(self, task: Task) -> None:
+        """Start an embedding on a free slot (from scratch: never from a cache), or defer it."""
+        et = task.payload
+        assert isinstance(et, EmbeddingTask)
+        slot = next((s for s in self._slots if not s.busy), None)
+        if slot is None:
+            self._queue.defer(task)
+            return
+        self._kv.ctx.seq_rm(slot.id)
+        slot.checkpoints = []
+        slot.id_task = task.id
+        slot.task = et
+        slot.lora = self._loras.scales
+        slot.prompt_tokens = et.prompt_tokens
+        slot.cache_tokens = []
+        slot.n_prompt_done = slot.n_prompt_cached = 0
+        slot.start_timing()
+        slot.state = SlotState.PROCESSING_PROMPT
+
+    def _assign(self, slot: Slot, id_task: int, ct: CompletionTask) -> None:
+        tokens = ct.prompt_tokens
+        try:
+            sampler = CommonSampler(self._model, ct.params.sampling)
+        except ValueError as exc:  # e.g. a grammar llama.cpp cannot parse
+            raise ValueError(str(exc)) from None
+        lora = self._loras.scales_for(ct.params.lora)
+        if lora != slot.lora:  # the cache was computed with other adapters: not reusable
+            slot.forget_cache()
+            slot.lora = lora
+        n_keep = self._kept_prefix(slot, ct)
+        slot.id_task = id_task
+        slot.task = ct
+        slot.prompt_tokens = tokens
+        slot.cache_tokens = tokens[:n_keep]
+        slot.n_prompt_done = slot.n_prompt_cached = n_keep
+        self._stats.add(prompt_tokens_cached=n_keep)
+        slot.generated = []
+        slot.text = TextStream(ct.params.stop)
+        slot.take_sampler(sampler)
+        for tok in tokens:  # penalties look back over the prompt too, as in llama-server
+            if tok >= 0:  # not a media cell
+                sampler.accept(tok, is_generated=False)
+        slot.n_draft_total = slot.n_draft_accepted = 0
+        slot.synth_rng = self._kv.drafter.synth_rng(ct.params.sampling.get("seed", DEFAULT_SEED))
+        slot.start_timing()
+        slot.state = SlotState.PROCESSING_PROMPT
+        self._emitter.progress(slot)  # 0 %: the request has started
+        self._kv.reset_draft(slot, n_keep)
+
+    def _kept_prefix(self, slot: Slot, ct: CompletionTask) -> int:
+        """How many of the slot's cached tokens the new prompt keeps; the cache is cut to them."""
+        tokens, ctx = ct.prompt_tokens, self._kv.ctx
+        n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
+        if ct.params.n_cache_reuse > 0 and ctx.can_shift and self._chunk_reuse:
+            n_keep = reuse_chunks(ctx, slot.id, slot.cache_tokens, tokens, n_keep, ct.params.n_cache_reuse)
+        n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
+        n_keep = media_boundary(ct.media, n_keep)  # whole media only
+        if ct.params.prompt_logprobs >= 0:
+            n_keep = 0  # every prompt token's logits are needed: none may come from the cache
+        n_keep = self._checkpoints.usable_prefix(ctx, slot, n_keep)  # SWA / recurrent memory
+        if not ctx.seq_rm(slot.id, n_keep, -1):
+            ctx.seq_rm(slot.id)
+            n_keep = 0
+        return n_keep
