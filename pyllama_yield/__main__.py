@@ -287,33 +287,31 @@ def _exit_failed(failure: str) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from pyllama_yield.cli import settings_from_args
+    from pyllama_yield.server.errors import EngineFailure
+    from pyllama_yield.server.results import CompletionFinal, completion_step, expect
 
     settings = settings_from_args(args)
     with ExitStack() as stack:
         engine = _engine(settings, stack).start()
         stack.callback(engine.stop)
-        reader = engine.submit(
-            {
-                "prompt": args.prompt,
-                "n_predict": settings.n_predict if settings.n_predict >= 0 else 64,
-                "stream": True,
-            }
-        )
+        n_predict = settings.n_predict if settings.n_predict >= 0 else 64
+        reader = engine.submit({"prompt": args.prompt, "n_predict": n_predict, "stream": True})
         final = None
         while reader.has_next():
             res = reader.next()
             if res is None:
                 break
             if res.is_error:
-                print(f"\nerror: {res.payload['error']}", file=sys.stderr)
+                print(f"\nerror: {expect(res, EngineFailure).message}", file=sys.stderr)
                 return 1
-            sys.stdout.write(res.payload["content"])
+            step = completion_step(res)
+            sys.stdout.write(step.content)
             sys.stdout.flush()
-            if res.is_final:
-                final = res.payload
+            if isinstance(step, CompletionFinal):
+                final = step
         print()
         if final:
-            t = final["timings"]
+            t = final.timings
             print(
                 f"[{t['prompt_n']} prompt tokens at {t['prompt_per_second']:.1f} t/s, "
                 f"{t['predicted_n']} generated at {t['predicted_per_second']:.1f} t/s]",

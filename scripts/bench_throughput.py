@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import bench_model, print_table, run_clients, write_json  # noqa: E402
 
 from pyllama_yield.server import Engine  # noqa: E402
+from pyllama_yield.server.results import CompletionFinal  # noqa: E402
 from pyllama_yield.testing import make_draft_model  # noqa: E402
 
 PROMPTS = ["The quick brown fox", "Once upon a time", "In a galaxy far away", "The llama said"]
@@ -26,7 +27,7 @@ PROMPTS = ["The quick brown fox", "Once upon a time", "In a galaxy far away", "T
 def run(model: Path, n_slots: int, n_predict: int, threads: int, **kw) -> dict:
     with Engine.create(model, n_ctx=(n_predict + 64) * n_slots, n_parallel=n_slots, n_threads=threads, **kw) as srv:
         srv.complete({"prompt": "warm up", "n_predict": 4, "temperature": 0.0})
-        results: list[dict] = []
+        results: list[CompletionFinal] = []
 
         def client(i: int, start: Callable[[], object]) -> None:
             start()
@@ -43,7 +44,7 @@ def run(model: Path, n_slots: int, n_predict: int, threads: int, **kw) -> dict:
 
         wall = run_clients(n_slots, client)
         m = srv.metrics()
-    n = sum(r["tokens_predicted"] for r in results)
+    n = sum(r.tokens_predicted for r in results)
     return {
         "slots": n_slots,
         "tokens": n,

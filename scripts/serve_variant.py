@@ -31,7 +31,7 @@ if os.environ.get("AB_METRICS") == "queue":
 
     async def _metrics(state: Any, scrape: bool = False) -> Any:
         res = await state.bridge.try_call(TaskType.METRICS, scrape, lambda: state.engine.is_sleeping)
-        return res.payload if res is not None else state.engine.snapshot(reset_buckets=scrape)
+        return res.payload.values if res is not None else state.engine.snapshot(reset_buckets=scrape)
 
     native.current_metrics = _metrics
 if os.environ.get("AB_POLL"):

@@ -35,7 +35,7 @@ def complete(srv: Engine, prompt: list[int], **kw) -> dict:
 def reference(srv: Engine, prompt: list[int]) -> list[int]:
     """What ``prompt`` generates with no cache; then an unrelated prompt, so that nothing of it
     (its checkpoints included) is left in the slot."""
-    tokens = complete(srv, prompt, cache_prompt=False)["tokens"]
+    tokens = complete(srv, prompt, cache_prompt=False).tokens
     complete(srv, [3000 + i for i in range(20)])
     return tokens
 
@@ -44,8 +44,8 @@ def test_a_prefix_older_than_the_window_is_evaluated_again(srv: Engine):
     fresh = reference(srv, A[:100] + Z)
     complete(srv, A)
     again = complete(srv, A[:100] + Z)
-    assert again["timings"]["cache_n"] == 0  # its window is gone and no checkpoint is that old
-    assert again["tokens"] == fresh
+    assert again.timings["cache_n"] == 0  # its window is gone and no checkpoint is that old
+    assert again.tokens == fresh
 
 
 def test_a_checkpoint_near_the_prompt_end_is_restored(srv: Engine):
@@ -54,8 +54,8 @@ def test_a_checkpoint_near_the_prompt_end_is_restored(srv: Engine):
     complete(srv, A, n_predict=300)  # the window moves ~300 positions past the prompt
     again = complete(srv, prompt)
     # the checkpoint before the prompt's last 4 tokens (396) is the newest one at or before 398
-    assert again["timings"]["cache_n"] == 395
-    assert again["tokens"] == fresh
+    assert again.timings["cache_n"] == 395
+    assert again.tokens == fresh
 
 
 def test_a_prefix_inside_the_window_is_reused_without_a_checkpoint(srv: Engine):
@@ -63,8 +63,8 @@ def test_a_prefix_inside_the_window_is_reused_without_a_checkpoint(srv: Engine):
     fresh = reference(srv, prompt)
     complete(srv, A)
     again = complete(srv, prompt)
-    assert again["timings"]["cache_n"] == 390
-    assert again["tokens"] == fresh
+    assert again.timings["cache_n"] == 390
+    assert again.tokens == fresh
 
 
 def test_a_repeated_short_prompt_goes_back_to_its_checkpoint_as_in_llama_server(srv: Engine):
@@ -77,11 +77,11 @@ def test_a_repeated_short_prompt_goes_back_to_its_checkpoint_as_in_llama_server(
     reference(srv, prompt)
     first = complete(srv, prompt)
     again = complete(srv, prompt)
-    assert first["timings"]["cache_n"] == 0
+    assert first.timings["cache_n"] == 0
     # the checkpoint holds positions 0..1 (the 2 tokens before the last 4); llama-server goes on
     # from its last position, 1, and evaluates the 5 tokens after it
-    assert again["timings"]["cache_n"] == 1
-    assert again["timings"]["prompt_n"] == 5
+    assert again.timings["cache_n"] == 1
+    assert again.timings["prompt_n"] == 5
 
 
 def test_no_checkpoints_means_no_reuse_past_the_window(tmp_path):
@@ -93,8 +93,8 @@ def test_no_checkpoints_means_no_reuse_past_the_window(tmp_path):
         fresh = reference(s, prompt)
         complete(s, A, n_predict=300)
         again = complete(s, prompt)
-        assert again["timings"]["cache_n"] == 0
-        assert again["tokens"] == fresh
+        assert again.timings["cache_n"] == 0
+        assert again.tokens == fresh
 
 
 def test_the_last_tokens_of_a_prompt_get_a_step_of_their_own():

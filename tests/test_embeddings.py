@@ -19,27 +19,27 @@ def embed(srv: Engine, inputs, normalize: int = 2) -> list[dict]:
     with srv.submit(srv.tasks.make_embedding_tasks(inputs, normalize)) as reader:
         batch = reader.wait_for_all(lambda: False)
     assert batch.error is None, batch.error and batch.error.payload
-    return sorted((r.payload for r in batch.results), key=lambda p: p["index"])
+    return sorted((r.payload for r in batch.results), key=lambda p: p.index)
 
 
 @pytest.mark.parametrize("pooling", ["mean", "last"])
 def test_pooled_embeddings_are_normalized_and_deterministic(tiny_model_path, pooling):
     with Engine.create(tiny_model_path, n_ctx=1024, n_parallel=2, n_threads=1, embedding=True, pooling=pooling) as srv:
         out = embed(srv, SENTENCES)
-        vecs = [np.array(o["embedding"][0]) for o in out]
-        assert all(len(o["embedding"]) == 1 for o in out) and vecs[0].shape == (srv.core.kv.ctx.n_embd_out,)
+        vecs = [np.array(o.embedding[0]) for o in out]
+        assert all(len(o.embedding) == 1 for o in out) and vecs[0].shape == (srv.core.kv.ctx.n_embd_out,)
         assert all(abs(np.linalg.norm(v) - 1) < 1e-5 for v in vecs)
         assert np.allclose(vecs[0], vecs[2], atol=1e-5) and not np.allclose(vecs[0], vecs[1], atol=1e-3)
-        raw = embed(srv, SENTENCES[:1], normalize=-1)[0]["embedding"][0]
+        raw = embed(srv, SENTENCES[:1], normalize=-1)[0].embedding[0]
         assert abs(np.linalg.norm(raw) - 1) > 1e-3  # -1: as the model gives it
-        alone = embed(srv, SENTENCES[1])[0]["embedding"][0]
+        alone = embed(srv, SENTENCES[1])[0].embedding[0]
         assert np.allclose(alone, vecs[1], atol=1e-4)  # batched with others or alone: the same
 
 
 def test_pooling_none_gives_a_vector_per_token_and_completions_are_refused(tiny_model_path):
     with Engine.create(tiny_model_path, n_ctx=1024, n_threads=1, embedding=True, pooling="none") as srv:
         out = embed(srv, "Hello world")[0]
-        assert len(out["embedding"]) == out["tokens_evaluated"] == len(srv.tasks.tokenize("Hello world", True, True))
+        assert len(out.embedding) == out.tokens_evaluated == len(srv.tasks.tokenize("Hello world", True, True))
         with pytest.raises(NotImplementedError, match="embeddings"):
             srv.tasks.make_tasks({"prompt": "x"})
         with pytest.raises(ValueError, match="too large"):

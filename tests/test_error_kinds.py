@@ -6,13 +6,14 @@ import pytest
 
 from pyllama_yield.api.errors import HTTP_ERRORS, result_error
 from pyllama_yield.client.answers import EngineError, raise_for_error
-from pyllama_yield.server.errors import ErrorKind, error_result
+from pyllama_yield.server.errors import EngineFailure, ErrorKind, error_result
 from pyllama_yield.server.task_builder import ContextOverflowError
 
 
 def test_every_kind_has_an_http_status_and_the_payload_no_status():
     assert set(HTTP_ERRORS) == set(ErrorKind)
-    assert "code" not in error_result(1, "x", ErrorKind.SERVER).payload
+    failure = error_result(1, "x", ErrorKind.SERVER).payload
+    assert isinstance(failure, EngineFailure) and not hasattr(failure, "code") and not hasattr(failure, "status")
 
 
 @pytest.mark.parametrize(

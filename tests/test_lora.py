@@ -65,25 +65,25 @@ def lora_server(tiny_model_path: Path, adapter_path: Path):
 
 def test_requests_choose_their_scales_and_mixed_slots_stay_apart(lora_server: Engine):
     srv = lora_server
-    applied = srv.complete(GREEDY)["tokens"]
-    base = srv.complete({**GREEDY, "lora": [{"id": 0, "scale": 0.0}]})["tokens"]
+    applied = srv.complete(GREEDY).tokens
+    base = srv.complete({**GREEDY, "lora": [{"id": 0, "scale": 0.0}]}).tokens
     assert applied != base
-    assert srv.complete({**GREEDY, "lora": [{"id": 7, "scale": 1.0}]})["tokens"] == base  # unknown ids: ignored
-    assert srv.complete({**GREEDY, "lora": []})["tokens"] == applied  # empty: the server's scales
+    assert srv.complete({**GREEDY, "lora": [{"id": 7, "scale": 1.0}]}).tokens == base  # unknown ids: ignored
+    assert srv.complete({**GREEDY, "lora": []}).tokens == applied  # empty: the server's scales
     # both at once, on two slots: each decodes with its own scales (never in one batch)
     readers = [srv.submit(GREEDY), srv.submit({**GREEDY, "lora": [{"id": 0, "scale": 0.0}]})]
     got = []
     for reader in readers:
         with reader:
-            got.append(reader.wait_for_all(lambda: False).results[0].payload["tokens"])
+            got.append(reader.wait_for_all(lambda: False).results[0].payload.tokens)
     assert got == [applied, base]
     # a slot's prompt cache is not reused across scales: same prompt, other adapter, base tokens
     res = srv.complete({**GREEDY, "id_slot": 0, "lora": [{"id": 0, "scale": 0.0}]})
-    assert res["tokens"] == base
+    assert res.tokens == base
     res = srv.complete({**GREEDY, "id_slot": 0})
-    assert res["tokens"] == applied and res["timings"]["cache_n"] == 0
-    assert srv.complete({**GREEDY, "id_slot": 0})["timings"]["cache_n"] > 0  # same scales: reused
-    settings = srv.complete({**GREEDY, "lora": [{"id": 0, "scale": 0.5}]})["generation_settings"]
+    assert res.tokens == applied and res.timings["cache_n"] == 0
+    assert srv.complete({**GREEDY, "id_slot": 0}).timings["cache_n"] > 0  # same scales: reused
+    settings = srv.complete({**GREEDY, "lora": [{"id": 0, "scale": 0.5}]}).generation_settings
     assert settings["lora"] == [{"id": 0, "scale": 0.5}]
 
 

@@ -37,8 +37,8 @@ def greedy(prompt, n=24, **kw):
 def test_a_coherent_answer(srv):
     # a base model: it answers a question in a Q/A frame (its chat turns are not trained)
     out = srv.complete(greedy("Q: What is the capital of France?\nA:", 12))
-    assert "Paris" in out["content"], out["content"]
-    story = srv.complete(greedy("Once upon a time, in a small village,", 32))["content"]
+    assert "Paris" in out.content, out.content
+    story = srv.complete(greedy("Once upon a time, in a small village,", 32)).content
     words = story.split()
     assert len(words) >= 15 and sum(w.strip(".,!?;:'\"").isalpha() for w in words) >= 0.8 * len(words), story
 
@@ -50,13 +50,13 @@ def test_json_schema_constrained_output(srv):
         "required": ["city", "country"],
     }
     out = srv.complete(greedy("A famous city as JSON:", 64, json_schema=schema))
-    value = json.loads(out["content"])
+    value = json.loads(out.content)
     assert set(value) >= {"city", "country"} and all(isinstance(v, str) for v in value.values())
 
 
 def test_probabilities_are_sane(srv):
     out = srv.complete(greedy("Q: What is the capital of France?\nA:", 1, n_probs=5))
-    top = out["completion_probabilities"][0]["top_logprobs"]
+    top = out.probs[0]["top_logprobs"]
     assert "Paris" in [t["token"].strip() for t in top[:3]]
     assert sum(2.718281828 ** t["logprob"] for t in top) <= 1.0 + 1e-4
 
@@ -68,12 +68,12 @@ def test_speculative_decoding_with_the_target_as_draft(gemma, srv):
     decoding is checked on the f32 tiny model (test_server.py); here, the first tokens agree and
     the target accepts nearly every draft of itself."""
     prompts = ["Once upon a time, in a small village,", "The three primary colours are"]
-    plain = [srv.complete(greedy(p, 32))["tokens"] for p in prompts]
+    plain = [srv.complete(greedy(p, 32)).tokens for p in prompts]
     with Engine.create(gemma, n_ctx=4096, n_parallel=2, n_threads=2, draft_model_path=gemma, n_draft=4) as spec:
         drafted = [spec.complete(greedy(p, 32)) for p in prompts]
     for d, p in zip(drafted, plain, strict=True):
-        assert d["tokens"][:6] == p[:6]
-        t = d["timings"]
+        assert d.tokens[:6] == p[:6]
+        t = d.timings
         assert t["draft_n"] > 0 and t["draft_n_accepted"] >= 0.7 * t["draft_n"], t
 
 

@@ -33,7 +33,7 @@ def draft_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def alone(tiny_model_path: Path) -> dict[str, list[int]]:
     """What each prompt generates on a single-slot server, one request at a time."""
     with Engine.create(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
-        return {p: srv.complete(greedy(p))["tokens"] for p in PROMPTS}
+        return {p: srv.complete(greedy(p)).tokens for p in PROMPTS}
 
 
 def run_concurrently(srv: Engine, requests: list[dict]) -> list[dict]:
@@ -59,15 +59,15 @@ def test_concurrent_completions_equal_each_alone(tiny_model_path, alone, n):
         results = run_concurrently(srv, [greedy(p) for p in PROMPTS[:n]])
         m = srv.metrics()
     for p, r in zip(PROMPTS, results, strict=False):
-        assert r["tokens"] == alone[p]
-        assert r["tokens_predicted"] == 12 and r["stop_type"] == "limit"
+        assert r.tokens == alone[p]
+        assert r.tokens_predicted == 12 and r.stop_type == "limit"
     assert m["requests_finished"] == n and m["predicted_tokens"] == 12 * n
 
 
 def test_more_requests_than_slots_are_deferred_and_served(tiny_model_path, alone):
     with Engine.create(tiny_model_path, n_ctx=2048, n_parallel=2, n_threads=1) as srv:
         results = run_concurrently(srv, [greedy(p) for p in PROMPTS])
-    assert [r["tokens"] for r in results] == [alone[p] for p in PROMPTS]
+    assert [r.tokens for r in results] == [alone[p] for p in PROMPTS]
 
 
 class DecodeGate:
@@ -106,7 +106,7 @@ def test_s1_s3_metrics_answered_during_decode_and_completion_declined_then_serve
         results = [r.wait_for_all() for r in (first, second, third)]
     assert gate.released_by_go == [True]  # the decode was released by us, after the metrics came
     assert all(r.error is None and len(r.results) == 1 for r in results)
-    slots_used = [r.results[0].payload["id_slot"] for r in results]
+    slots_used = [r.results[0].payload.id_slot for r in results]
     assert slots_used[1] == 1 and slots_used[2] in (0, 1)  # second got the free slot, in order
 
 
@@ -169,7 +169,7 @@ def test_cancel_mid_generation_frees_the_slot(tiny_model_path):
         first = reader.next(lambda: False)
         assert first is not None and not first.is_final  # it is generating
         reader.stop()  # posts the cancel
-        assert srv.complete(greedy(PROMPTS[1], 3))["tokens_predicted"] == 3  # the slot is free again
+        assert srv.complete(greedy(PROMPTS[1], 3)).tokens_predicted == 3  # the slot is free again
         m = srv.metrics()
     assert m["requests_processing"] == 0 and m["slots"][0]["state"] == "idle"
 
@@ -191,7 +191,7 @@ def test_cancel_of_a_deferred_request_removes_it_and_no_waiter_hangs(tiny_model_
         assert srv.metrics()["requests_deferred"] >= 1
         srv.queue.post(Task(TaskType.CANCEL, id_target=deferred.ids[0]))  # a cancel from elsewhere
         res = deferred.next(lambda: False)
-        assert res is not None and res.is_error and res.payload["error"] == "cancelled"
+        assert res is not None and res.is_error and res.payload.message == "cancelled"
         assert waiter.wait_for_all().error is None and busy.wait_for_all().error is None
 
 
@@ -210,19 +210,19 @@ def test_bad_requests_fail_alone_and_the_server_keeps_serving(tiny_model_path):
         # a grammar that llama.cpp cannot parse fails in the loop, alone
         with pytest.raises(ValueError, match="grammar"):
             srv.complete({"prompt": "hi", "grammar": "root ::= undefined-rule"})
-        assert srv.complete(greedy("still here", 3, bogus=1))["tokens_predicted"] == 3  # unknown fields: ignored
+        assert srv.complete(greedy("still here", 3, bogus=1)).tokens_predicted == 3  # unknown fields: ignored
         assert srv.metrics()["requests_failed"] == 1
 
 
 def test_stop_strings_streaming_and_prompt_cache(tiny_model_path, alone):
     with Engine.create(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
         full = srv.complete(greedy(PROMPTS[0], 12))
-        text = full["content"]
+        text = full.content
         assert len(text) > 4
         word = text[2:4]
         stopped = srv.complete(greedy(PROMPTS[0], 12, stop=[word]))
-        assert stopped["stop_type"] == "word" and stopped["content"] == text[: text.index(word)]
-        assert stopped["tokens_cached"] > 0  # same prompt again: the prefix came from the cache
+        assert stopped.stop_type == "word" and stopped.content == text[: text.index(word)]
+        assert stopped.tokens_cached > 0  # same prompt again: the prefix came from the cache
         reader = srv.submit(greedy(PROMPTS[0], 12, stream=True))
         parts, final = [], None
         while reader.has_next():
@@ -230,20 +230,20 @@ def test_stop_strings_streaming_and_prompt_cache(tiny_model_path, alone):
             if r.is_final:
                 final = r.payload
             else:
-                parts.append(r.payload["content"])
-        assert "".join(parts) + final["content"] == text
+                parts.append(r.payload.content)
+        assert "".join(parts) + final.content == text
 
 
 def test_slot_save_restore_erase(tiny_model_path, tmp_path):
     with Engine.create(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as srv:
         srv.complete(greedy(PROMPTS[0], 4))
         saved = srv.call(TaskType.SLOT_SAVE, {"id_slot": 0, "filename": str(tmp_path / "slot0.bin")}).payload
-        assert saved["n_saved"] > 0
-        assert srv.call(TaskType.SLOT_ERASE, {"id_slot": 0}).payload["n_erased"] == saved["n_saved"]
-        restored = srv.call(TaskType.SLOT_RESTORE, {"id_slot": 0, "filename": str(tmp_path / "slot0.bin")})
-        assert restored.payload["n_restored"] == saved["n_saved"]
+        assert saved.native()["n_saved"] == saved.n_tokens > 0
+        assert srv.call(TaskType.SLOT_ERASE, {"id_slot": 0}).payload.n_erased == saved.n_tokens
+        restored = srv.call(TaskType.SLOT_RESTORE, {"id_slot": 0, "filename": str(tmp_path / "slot0.bin")}).payload
+        assert restored.native()["n_restored"] == restored.n_tokens == saved.n_tokens
         again = srv.complete(greedy(PROMPTS[0], 4))
-        assert again["tokens_cached"] > 0
+        assert again.tokens_cached > 0
         bad = srv.call(TaskType.SLOT_RESTORE, {"id_slot": 0, "filename": str(tmp_path / "missing.bin")})
         assert bad.is_error
 
@@ -262,10 +262,10 @@ def test_speculative_greedy_equals_plain_greedy(tiny_model_path, draft_model_pat
         again = srv.complete(greedy(PROMPTS[0]))  # with a cached prefix in both KV caches
         m = srv.metrics()
     for p, r in zip(PROMPTS, results, strict=False):
-        assert r["tokens"] == alone[p]
-    assert again["tokens"] == alone[PROMPTS[0]]
+        assert r.tokens == alone[p]
+    assert again.tokens == alone[PROMPTS[0]]
     assert m["draft_tokens"] > 0 and 0 <= m["draft_accepted"] <= m["draft_tokens"]
-    assert results[0]["timings"]["draft_n"] > 0
+    assert results[0].timings["draft_n"] > 0
 
 
 def test_speculative_with_the_target_as_draft_accepts_everything(tiny_model_path, alone):
@@ -274,8 +274,8 @@ def test_speculative_with_the_target_as_draft_accepts_everything(tiny_model_path
         tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1, draft_model_path=tiny_model_path, n_draft=3
     ) as srv:
         r = srv.complete(greedy(PROMPTS[3], 12))
-    assert r["tokens"] == alone[PROMPTS[3]]
-    assert r["timings"]["draft_n_accepted"] == r["timings"]["draft_n"] > 0
+    assert r.tokens == alone[PROMPTS[3]]
+    assert r.timings["draft_n_accepted"] == r.timings["draft_n"] > 0
 
 
 def test_synthetic_acceptance_follows_its_rates_and_seed(tiny_model_path, draft_model_path):
@@ -295,16 +295,16 @@ def test_synthetic_acceptance_follows_its_rates_and_seed(tiny_model_path, draft_
     with serve([1.0] * 4) as srv:
         every = srv.complete(body)
         grammar = srv.complete({**body, "n_predict": 6, "grammar": 'root ::= "a"{5,5}'})
-    assert every["timings"]["draft_n_accepted"] == every["timings"]["draft_n"] > 0
-    assert every["tokens_predicted"] == 32 and every["stop_type"] == "limit"
-    assert grammar["stop_type"] in ("eos", "limit")
+    assert every.timings["draft_n_accepted"] == every.timings["draft_n"] > 0
+    assert every.tokens_predicted == 32 and every.stop_type == "limit"
+    assert grammar.stop_type in ("eos", "limit")
     with serve([0.75 ** (i + 1) for i in range(4)]) as srv:
         a, b = srv.complete(body), srv.complete(body)
-    assert (a["timings"]["draft_n"], a["timings"]["draft_n_accepted"]) == (
-        b["timings"]["draft_n"],
-        b["timings"]["draft_n_accepted"],
+    assert (a.timings["draft_n"], a.timings["draft_n_accepted"]) == (
+        b.timings["draft_n"],
+        b.timings["draft_n_accepted"],
     )
-    assert 0 < a["timings"]["draft_n_accepted"] < a["timings"]["draft_n"]
+    assert 0 < a.timings["draft_n_accepted"] < a.timings["draft_n"]
     with pytest.raises(ValueError, match="draft model"):
         Engine.create(tiny_model_path, n_ctx=256, synth_rates=[1.0])
 

@@ -14,6 +14,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from .. import __version__
 from ..queue import TaskType
 from ..server.params import LoraScale
+from ..server.results import SlotErased, SlotFileDone
 from .app_state import AppState, json_body, json_value
 from .errors import ApiError
 from .protocol import ChatRequest, chat_to_llama
@@ -132,7 +133,10 @@ async def slot_action(request: Request) -> Response:
         if action == "restore" and not path.is_file():
             raise ApiError(f"no saved slot file named {name!r}", 404, "not_found_error")
         payload.update(filename=os.fspath(path), name=name)
-    return JSONResponse((await state.bridge.call(_SLOT_TASKS[action], payload)).payload)
+    done = (await state.bridge.call(_SLOT_TASKS[action], payload)).payload
+    if not isinstance(done, (SlotFileDone, SlotErased)):
+        raise TypeError(f"a slot task sent {type(done).__name__}")
+    return JSONResponse(done.native())
 
 
 async def get_lora_adapters(request: Request) -> Response:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
+from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
 from .chat import ChatAnswer, answer_with_events, count_chat_tokens, render_chat
 from .errors import ApiError
@@ -142,9 +143,9 @@ ANTHROPIC_FIELDS = {
 }
 
 
-def _usage(p: dict[str, Any]) -> dict[str, int]:
-    cached = p.get("n_prompt_tokens_cache", 0)
-    return {"cache_read_input_tokens": cached, "input_tokens": p["tokens_evaluated"] - cached}
+def _usage(p: CompletionResult) -> dict[str, int]:
+    cached = p.n_prompt_tokens_cache
+    return {"cache_read_input_tokens": cached, "input_tokens": p.tokens_evaluated - cached}
 
 
 class MessagesAnswer(ChatAnswer):
@@ -157,14 +158,14 @@ class MessagesAnswer(ChatAnswer):
         self.head["id"] = "msg_" + chat_id.removeprefix("chatcmpl-")
         self.blocks: dict[tuple[str, int], int] = {}  # (kind, tool index) -> content block index
 
-    def _stop_reason(self, p: dict[str, Any]) -> str:
-        if p.get("stop_type") not in ("eos", "word"):
+    def _stop_reason(self, p: CompletionFinal) -> str:
+        if p.stop_type not in ("eos", "word"):
             return "max_tokens"
-        return "tool_use" if self._state(p["index"]).msg["tool_calls"] else "end_turn"
+        return "tool_use" if self._state(p.index).msg["tool_calls"] else "end_turn"
 
-    def message(self, p: dict[str, Any]) -> dict[str, Any]:
-        st = self._state(p["index"])
-        st.update(p["content"], is_partial=False)
+    def message(self, p: CompletionFinal) -> dict[str, Any]:
+        st = self._state(p.index)
+        st.update(p.content, is_partial=False)
         m = st.msg
         blocks: list[dict[str, Any]] = []
         if m["reasoning_content"]:
@@ -184,8 +185,8 @@ class MessagesAnswer(ChatAnswer):
             "content": blocks,
             "model": self.head["model"],
             "stop_reason": self._stop_reason(p),
-            "stop_sequence": p.get("stopping_word") or None,
-            "usage": {**_usage(p), "output_tokens": p["tokens_predicted"]},
+            "stop_sequence": p.stopping_word or None,
+            "usage": {**_usage(p), "output_tokens": p.tokens_predicted},
         }
 
     def _block(self, kind: str, i: int = 0) -> tuple[int, bool]:
@@ -201,25 +202,25 @@ class MessagesAnswer(ChatAnswer):
         return {"event": name, "data": {"type": name, **data}}
 
     def chunks(self, r: Result) -> list[Any]:
-        p = r.payload
-        first = p["index"] not in self.states
-        st = self._state(p["index"])
+        p = completion_step(r)
+        first = p.index not in self.states
+        st = self._state(p.index)
         out = []
         if first:
             head = {"id": self.head["id"], "type": "message", "role": "assistant", "content": [],
                     "model": self.head["model"], "stop_reason": None, "stop_sequence": None,
                     "usage": {**_usage(p), "output_tokens": 0}}  # fmt: skip
             out.append(self._event("message_start", message=head))
-        for d in st.update(p["content"], is_partial=not r.is_final):
+        for d in st.update(p.content, is_partial=not p.stop):
             out += self._delta_events(d, st)
-        if r.is_final:
+        if isinstance(p, CompletionFinal):
             for (kind, _), index in sorted(self.blocks.items(), key=lambda kv: kv[1]):
                 if kind == "thinking":
                     out.append(self._event("content_block_delta", index=index,
                                            delta={"type": "signature_delta", "signature": ""}))  # fmt: skip
                 out.append(self._event("content_block_stop", index=index))
-            delta = {"stop_reason": self._stop_reason(p), "stop_sequence": p.get("stopping_word") or None}
-            out.append(self._event("message_delta", delta=delta, usage={"output_tokens": p["tokens_predicted"]}))
+            delta = {"stop_reason": self._stop_reason(p), "stop_sequence": p.stopping_word or None}
+            out.append(self._event("message_delta", delta=delta, usage={"output_tokens": p.tokens_predicted}))
             out.append(self._event("message_stop"))
         return out
 

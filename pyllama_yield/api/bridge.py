@@ -23,11 +23,13 @@ from starlette.responses import StreamingResponse
 from ..queue import Result, TaskType
 from ..server import CompletionParams, CompletionTask, ContextOverflowError, Engine
 from ..server.async_reader import AsyncReader
+from ..server.results import Indexed, expect
 from .errors import ApiError, error_json, result_error
 
 __all__ = ["Bridge", "named_event_sse", "sse"]
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Indexed)
 
 
 # compact, as llama-server writes its events (ASCII-escaped: a lone surrogate a client sent cannot
@@ -156,9 +158,10 @@ class Bridge:
         end = time.monotonic() + self.timeout_s
         return lambda: time.monotonic() > end
 
-    async def run_to_end(self, request: Request, tasks: list[Any]) -> list[dict[str, Any]]:
-        """Non-streaming: every task's final payload, in the request's order. A disconnect cancels."""
-        finals: dict[int, dict[str, Any]] = {}
+    async def run_to_end(self, request: Request, tasks: list[Any], kind: type[R]) -> list[R]:
+        """Non-streaming: every task's final result (each a ``kind``), in the request's order. A
+        disconnect cancels."""
+        finals: dict[int, R] = {}
         expired = self._deadline()
         with DisconnectWatch(request) as watch, self.submit(tasks) as reader:
             while len(finals) < len(tasks):
@@ -171,8 +174,8 @@ class Bridge:
                     if res.is_error:
                         raise result_error(res)
                     if res.is_final:
-                        finals[res.id] = res.payload
-        return sorted(finals.values(), key=lambda p: p["index"])
+                        finals[res.id] = expect(res, kind)
+        return sorted(finals.values(), key=lambda p: p.index)
 
     async def stream(
         self,

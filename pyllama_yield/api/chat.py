@@ -12,9 +12,10 @@ from starlette.responses import JSONResponse, Response
 from ..queue import Result
 from ..server.chat import ChatState
 from ..server.media import chat_media
+from ..server.results import CompletionFinal, completion_step
 from .app_state import AppState, json_body
 from .bridge import named_event_sse
-from .openai import TextAnswer, answer, finish_reason, logprobs, usage
+from .openai import TextAnswer, answer, logprobs, usage
 from .protocol import ChatRequest, chat_to_llama
 
 
@@ -32,17 +33,17 @@ class ChatAnswer(TextAnswer):
             self.states[index] = ChatState(self.parse)
         return self.states[index]
 
-    def choice(self, p: dict[str, Any]) -> dict[str, Any]:
-        st = self._state(p["index"])
-        st.update(p["content"], is_partial=False)
-        out: dict[str, Any] = {"finish_reason": self._finish(p, st), "index": p["index"], "message": st.oai_message()}
+    def choice(self, p: CompletionFinal) -> dict[str, Any]:
+        st = self._state(p.index)
+        st.update(p.content, is_partial=False)
+        out: dict[str, Any] = {"finish_reason": self._finish(p, st), "index": p.index, "message": st.oai_message()}
         if logprobs(p):
             out["logprobs"] = logprobs(p)
         return out
 
     @staticmethod
-    def _finish(p: dict[str, Any], st: ChatState) -> str:
-        reason = finish_reason(p)
+    def _finish(p: CompletionFinal, st: ChatState) -> str:
+        reason = p.finish_reason
         return "tool_calls" if reason == "stop" and st.msg["tool_calls"] else reason
 
     def _chunk(self, index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -53,19 +54,20 @@ class ChatAnswer(TextAnswer):
         }
 
     def chunks(self, r: Result) -> list[Any]:
-        p = r.payload
-        first = p["index"] not in self.states
-        st = self._state(p["index"])
-        out = [self._chunk(p["index"], {"role": "assistant", "content": None})] if first else []
-        out += [self._chunk(p["index"], d) for d in st.update(p["content"], is_partial=not r.is_final)]
-        if out and not r.is_final and logprobs(p):
+        p = completion_step(r)
+        final = isinstance(p, CompletionFinal)
+        first = p.index not in self.states
+        st = self._state(p.index)
+        out = [self._chunk(p.index, {"role": "assistant", "content": None})] if first else []
+        out += [self._chunk(p.index, d) for d in st.update(p.content, is_partial=not final)]
+        if out and not final and logprobs(p):
             out[-1]["choices"][0]["logprobs"] = logprobs(p)
-        if r.is_final:
-            out.append(self._chunk(p["index"], {}, self._finish(p, st)))
+        if isinstance(p, CompletionFinal):
+            out.append(self._chunk(p.index, {}, self._finish(p, st)))
             if self.include_usage:
                 out.append({"choices": [], **self.head, "object": "chat.completion.chunk", "usage": usage([p])})
-        if out and "timings" in p:
-            out[-1]["timings"] = p["timings"]
+        if out and p.timings is not None:
+            out[-1]["timings"] = p.timings
         return out
 
 
@@ -107,12 +109,12 @@ async def answer_with_events(
     state: AppState,
     tasks: list[Any],
     events: Callable[[Result], list[Any]],
-    whole: Callable[[dict[str, Any]], dict[str, Any]],
+    whole: Callable[[CompletionFinal], dict[str, Any]],
 ) -> Response:
     """One answer as named SSE events when streamed (Anthropic, OpenAI Responses), else whole."""
     if tasks[0].params.stream:
         return await state.bridge.stream(tasks, events, done=None, frame=named_event_sse)
-    finals = await state.bridge.run_to_end(request, tasks)
+    finals = await state.bridge.run_to_end(request, tasks, CompletionFinal)
     return JSONResponse(whole(finals[0]))
 
 

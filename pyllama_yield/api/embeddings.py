@@ -10,12 +10,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..server.media import content_prompts
+from ..server.results import EmbeddingVectors, RerankScore
 from .app_state import AppState, json_body
 from .errors import ApiError
 from .schemas import EmbeddingRequest, RerankRequest, parse
 
 
-async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any], list[dict[str, Any]], bool]:
+async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any], list[EmbeddingVectors], bool]:
     """Run the request's inputs; also says whether to answer in OpenAI's shape."""
     state: AppState = request.app.state.pyllama
     if not state.engine.embedding:
@@ -38,7 +39,7 @@ async def _embed(request: Request, oai: bool) -> tuple[AppState, dict[str, Any],
     if oai and state.engine.pooling == "none":
         raise ApiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
     tasks = await state.bridge.build(state.engine.tasks.make_embedding_tasks, inputs, req.embd_normalize)
-    results = await state.bridge.run_to_end(request, tasks)
+    results = await state.bridge.run_to_end(request, tasks, EmbeddingVectors)
     return state, body, results, oai
 
 
@@ -47,14 +48,16 @@ def _has_content_parts(inputs: Any) -> bool:
     return any(isinstance(i, dict) and "content" in i for i in items)
 
 
-def _native(results: list[dict[str, Any]]) -> JSONResponse:
-    return JSONResponse([{"index": r["index"], "embedding": r["embedding"]} for r in results])
+def _native(results: list[EmbeddingVectors]) -> JSONResponse:
+    return JSONResponse([{"index": r.index, "embedding": r.embedding} for r in results])
 
 
-def _listing(state: AppState, body: dict[str, Any], done: list[dict[str, Any]], **items: Any) -> JSONResponse:
+def _listing(
+    state: AppState, body: dict[str, Any], done: list[EmbeddingVectors] | list[RerankScore], **items: Any
+) -> JSONResponse:
     """The OpenAI-style list answer of embeddings and rerank: the items, and the prompt tokens
     of the finished tasks (``done``)."""
-    n_tokens = sum(r["tokens_evaluated"] for r in done)
+    n_tokens = sum(r.tokens_evaluated for r in done)
     usage = {"prompt_tokens": n_tokens, "total_tokens": n_tokens}
     return JSONResponse({"model": body.get("model", state.model_name), "object": "list", "usage": usage, **items})
 
@@ -72,8 +75,8 @@ async def v1_embeddings(request: Request) -> Response:
     base64_out = body.get("encoding_format") == "base64"
     data = []
     for r in results:
-        vec = r["embedding"][0]
-        item: dict[str, Any] = {"embedding": vec, "index": r["index"], "object": "embedding"}
+        vec = r.embedding[0]
+        item: dict[str, Any] = {"embedding": vec, "index": r.index, "object": "embedding"}
         if base64_out:
             item["embedding"] = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
             item["encoding_format"] = "base64"
@@ -94,14 +97,14 @@ async def rerank(request: Request) -> Response:
     query = req.query
     top_n = len(documents) if req.top_n is None else req.top_n
     tasks = await state.bridge.build(state.engine.tasks.make_rerank_tasks, query, documents)
-    results = await state.bridge.run_to_end(request, tasks)
+    results = await state.bridge.run_to_end(request, tasks, RerankScore)
     label = "score" if tei else "relevance_score"
-    ranked = sorted(results, key=lambda r: r["score"], reverse=True)[: max(0, top_n)]
+    ranked = sorted(results, key=lambda r: r.score, reverse=True)[: max(0, top_n)]
     items = []
     for r in ranked:
-        item: dict[str, Any] = {"index": r["index"], label: r["score"]}
+        item: dict[str, Any] = {"index": r.index, label: r.score}
         if tei and req.return_text:
-            item["text"] = documents[r["index"]]
+            item["text"] = documents[r.index]
         items.append(item)
     if tei:
         return JSONResponse(items)

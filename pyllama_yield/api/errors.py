@@ -9,7 +9,8 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from ..queue import Result
-from ..server.errors import ErrorKind
+from ..server.errors import EngineFailure, ErrorKind
+from ..server.results import expect
 
 __all__ = ["ApiError", "error_json", "error_response", "result_error"]
 
@@ -49,7 +50,6 @@ def error_response(exc: ApiError) -> JSONResponse:
 
 def result_error(result: Result) -> ApiError:
     """An error result from the server context as the HTTP error it stands for."""
-    p = dict(result.payload or {})
-    status, kind = HTTP_ERRORS[p.pop("kind", ErrorKind.SERVER)]
-    message = p.pop("error", "request failed")
-    return ApiError(message, status, kind, **p)
+    failure = expect(result, EngineFailure)
+    status, kind = HTTP_ERRORS[failure.kind]
+    return ApiError(failure.message, status, kind, **failure.details)

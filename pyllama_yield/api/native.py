@@ -9,19 +9,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ..queue import Result
 from ..server.probs import valid_utf8
+from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
 from .errors import ApiError
 from .prometheus import prometheus_text
 from .schemas import DetokenizeRequest, TokenizeRequest, parse
-
-INTERNAL = ("n_prompt_tokens_cache",)  # carried for the OpenAI routes, not part of llama-server's shape
-
-
-def native_payload(payload: dict[str, Any], model: str | None = None) -> dict[str, Any]:
-    out = {k: v for k, v in payload.items() if k not in INTERNAL}
-    if model is not None:
-        out["model"] = model
-    return out
 
 
 def select_fields(payload: dict[str, Any], fields: list[str]) -> dict[str, Any]:
@@ -115,15 +107,19 @@ async def completion(request: Request, body: dict[str, Any] | None = None, promp
     model = state.model_name
     fields = tasks[0].params.response_fields
 
-    def shape(payload: dict[str, Any]) -> dict[str, Any]:
-        out = native_payload(payload, model if payload.get("stop") else None)
-        return select_fields(out, fields) if fields and payload.get("stop") else out
+    def shape(result: CompletionResult) -> dict[str, Any]:
+        """llama-server's native JSON; its end names the model too, and keeps ``response_fields``."""
+        out = result.native()
+        if not isinstance(result, CompletionFinal):
+            return out
+        out["model"] = model
+        return select_fields(out, fields) if fields else out
 
     if tasks[0].params.stream:
 
         def render(r: Result) -> list[Any]:
-            return [shape(r.payload)]
+            return [shape(completion_step(r))]
 
         return await state.bridge.stream(tasks, render, done=None)
-    finals = [shape(p) for p in await state.bridge.run_to_end(request, tasks)]
+    finals = [shape(p) for p in await state.bridge.run_to_end(request, tasks, CompletionFinal)]
     return JSONResponse(finals[0] if len(finals) == 1 else finals)

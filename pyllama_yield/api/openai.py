@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from ..server import CompletionTask
+from ..server.results import CompletionFinal, CompletionResult, PromptProgress, completion_step
 from .app_state import AppState, json_body
 from .protocol import completion_to_llama
 
@@ -76,25 +77,21 @@ async def models(request: Request) -> Response:
     return JSONResponse(models_json(request.app.state.pyllama))
 
 
-def usage(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+def usage(payloads: list[CompletionFinal]) -> dict[str, Any]:
     # every choice of one prompt shares its prompt: count each prompt once
-    prompts = {p["index"]: p for p in payloads}
-    n_prompt = sum(p["tokens_evaluated"] for p in prompts.values())
-    n_gen = sum(p["tokens_predicted"] for p in payloads)
+    prompts = {p.index: p for p in payloads}
+    n_prompt = sum(p.tokens_evaluated for p in prompts.values())
+    n_gen = sum(p.tokens_predicted for p in payloads)
     return {
         "completion_tokens": n_gen,
         "prompt_tokens": n_prompt,
         "total_tokens": n_gen + n_prompt,
-        "prompt_tokens_details": {"cached_tokens": sum(p.get("n_prompt_tokens_cache", 0) for p in prompts.values())},
+        "prompt_tokens_details": {"cached_tokens": sum(p.n_prompt_tokens_cache for p in prompts.values())},
     }
 
 
-def finish_reason(payload: dict[str, Any]) -> str:
-    return "stop" if payload.get("stop_type") in ("eos", "word") else "length"
-
-
-def logprobs(payload: dict[str, Any]) -> dict[str, Any] | None:
-    probs = payload.get("completion_probabilities")
+def logprobs(payload: CompletionResult) -> dict[str, Any] | None:
+    probs = payload.probs
     return {"content": probs} if probs else None
 
 
@@ -114,48 +111,48 @@ class TextAnswer:
             "system_fingerprint": state.fingerprint,
         }
 
-    def whole(self, finals: list[dict[str, Any]]) -> dict[str, Any]:
+    def whole(self, finals: list[CompletionFinal]) -> dict[str, Any]:
         out = {
             "choices": [self.choice(p) for p in finals],
             **self.head,
             "object": self.object,
             "usage": usage(finals),
-            "timings": finals[0]["timings"],
+            "timings": finals[0].timings,
         }
         if self.verbose:  # llama-server's debugging extra: the native answer
-            out["__verbose"] = {k: v for k, v in finals[0].items() if k != "n_prompt_tokens_cache"}
+            out["__verbose"] = finals[0].native()
         return out
 
-    def choice(self, p: dict[str, Any]) -> dict[str, Any]:
-        return {"text": p["content"], "index": p["index"], "logprobs": logprobs(p), "finish_reason": finish_reason(p)}
+    def choice(self, p: CompletionFinal) -> dict[str, Any]:
+        return {"text": p.content, "index": p.index, "logprobs": logprobs(p), "finish_reason": p.finish_reason}
 
     def chunks(self, r: Result) -> list[Any]:
-        p = r.payload
-        if "prompt_progress" in p and not p["content"]:
+        p = completion_step(r)
+        if isinstance(p, PromptProgress):
             return []
         chunk: dict[str, Any] = {
             "choices": [
                 {
-                    "text": p["content"],
-                    "index": p["index"],
-                    "logprobs": None if r.is_final else logprobs(p),
-                    "finish_reason": finish_reason(p) if r.is_final else None,
+                    "text": p.content,
+                    "index": p.index,
+                    "logprobs": None if p.stop else logprobs(p),
+                    "finish_reason": p.finish_reason if isinstance(p, CompletionFinal) else None,
                 }
             ],
             **self.head,
             "object": self.object,
         }
-        if r.is_final:
+        if isinstance(p, CompletionFinal):
             chunk["usage"] = usage([p])
-        if "timings" in p:
-            chunk["timings"] = p["timings"]
+        if p.timings is not None:
+            chunk["timings"] = p.timings
         return [chunk]
 
 
 async def answer(request: Request, state: AppState, tasks: list[CompletionTask], shape: TextAnswer) -> Response:
     if tasks[0].params.stream:
         return await state.bridge.stream(tasks, shape.chunks, done="[DONE]")
-    return JSONResponse(shape.whole(await state.bridge.run_to_end(request, tasks)))
+    return JSONResponse(shape.whole(await state.bridge.run_to_end(request, tasks, CompletionFinal)))
 
 
 async def completions(request: Request) -> Response:

@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from ..server.chat import ChatState, new_id
+from ..server.results import CompletionFinal, PromptProgress, completion_step
 from .app_state import AppState, json_body
 from .chat import ChatAnswer, answer_with_events, count_chat_tokens, render_chat
 from .errors import ApiError
@@ -140,13 +141,13 @@ def responses_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     return chat
 
 
-def _usage(p: dict[str, Any]) -> dict[str, Any]:
-    n_in, n_out = p["tokens_evaluated"], p["tokens_predicted"]
+def _usage(p: CompletionFinal) -> dict[str, Any]:
+    n_in, n_out = p.tokens_evaluated, p.tokens_predicted
     return {
         "input_tokens": n_in,
         "output_tokens": n_out,
         "total_tokens": n_in + n_out,
-        "input_tokens_details": {"cached_tokens": p.get("n_prompt_tokens_cache", 0)},
+        "input_tokens_details": {"cached_tokens": p.n_prompt_tokens_cache},
     }
 
 
@@ -198,9 +199,9 @@ class ResponseAnswer(ChatAnswer):
             "name": call["name"],
         }
 
-    def response(self, p: dict[str, Any]) -> dict[str, Any]:
-        st = self._state(p["index"])
-        st.update(p["content"], is_partial=False)
+    def response(self, p: CompletionFinal) -> dict[str, Any]:
+        st = self._state(p.index)
+        st.update(p.content, is_partial=False)
         return {
             "completed_at": int(time.time()),
             "created_at": self.created,
@@ -210,7 +211,7 @@ class ResponseAnswer(ChatAnswer):
             "output": self._items(st),
             "status": "completed",
             "usage": _usage(p),
-            "timings": p["timings"],
+            "timings": p.timings,
         }
 
     def _event(self, kind: str, /, **data: Any) -> dict[str, Any]:
@@ -241,7 +242,7 @@ class ResponseAnswer(ChatAnswer):
         }
 
     def chunks(self, r: Result) -> list[Any]:
-        p = r.payload
+        p = completion_step(r)
         head = self._head()
         events = []
         if "created" not in self.open:
@@ -250,17 +251,17 @@ class ResponseAnswer(ChatAnswer):
                 self._event("response.created", response=head),
                 self._event("response.in_progress", response=head),
             ]
-        elif "prompt_progress" in p:
+        elif isinstance(p, PromptProgress):
             events.append(self._event("response.in_progress", response=head))
-        st = self._state(p["index"])
-        for d in st.update(p["content"], is_partial=not r.is_final):
+        st = self._state(p.index)
+        for d in st.update(p.content, is_partial=not p.stop):
             events += self._delta_events(d, st)
-        if r.is_final:
+        if isinstance(p, CompletionFinal):
             events += self._done_events(st, p)
-        if events and "prompt_progress" in p:
-            events[-1]["data"]["prompt_progress"] = p["prompt_progress"]
-        if events and "timings" in p:
-            events[-1]["data"]["timings"] = p["timings"]
+        if events and isinstance(p, PromptProgress):
+            events[-1]["data"]["prompt_progress"] = p.prompt_progress
+        if events and p.timings is not None:
+            events[-1]["data"]["timings"] = p.timings
         return events
 
     def _delta_events(self, d: dict[str, Any], st: ChatState) -> list[dict[str, Any]]:
@@ -293,7 +294,7 @@ class ResponseAnswer(ChatAnswer):
         added = self._added(self._message("", "in_progress"))
         return [added, self._item_event("response.content_part.added", self.msg_id, part=part)]
 
-    def _done_events(self, st: ChatState, p: dict[str, Any]) -> list[dict[str, Any]]:
+    def _done_events(self, st: ChatState, p: CompletionFinal) -> list[dict[str, Any]]:
         m, out = st.msg, []
         if m["reasoning_content"]:
             if self.rs_id not in self.output_index:

@@ -7,10 +7,18 @@ from typing import Any
 
 from ..queue import Result
 from ..server.chat import ChatState
-from ..server.errors import ErrorKind
+from ..server.errors import EngineFailure, ErrorKind
+from ..server.results import CompletionFinal, completion_step, expect
 from ..server.task_builder import ContextOverflowError
 from . import shapes
-from .types import ChatCompletion, ChatCompletionChunk, ChatCompletionMessage, Completion, CompletionChunk
+from .types import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessage,
+    Completion,
+    CompletionChunk,
+    FinishReason,
+)
 
 __all__ = ["ChatAnswer", "CompletionAnswer", "EngineError", "raise_for_error"]
 
@@ -30,13 +38,12 @@ def raise_for_error(res: Result) -> None:
     ``ContextOverflowError``), anything else an ``EngineError``."""
     if not res.is_error:
         return
-    p = res.payload
-    kind = p.get("kind", ErrorKind.SERVER)
-    if kind is ErrorKind.EXCEED_CONTEXT:
-        raise ContextOverflowError(p["n_prompt_tokens"], p["n_ctx"])
-    if kind is ErrorKind.INVALID_REQUEST:
-        raise ValueError(p["error"])
-    raise EngineError(p["error"], kind)
+    failure = expect(res, EngineFailure)
+    if failure.kind is ErrorKind.EXCEED_CONTEXT:
+        raise ContextOverflowError(failure.details["n_prompt_tokens"], failure.details["n_ctx"])
+    if failure.kind is ErrorKind.INVALID_REQUEST:
+        raise ValueError(failure.message)
+    raise EngineError(failure.message, failure.kind)
 
 
 class CompletionAnswer:
@@ -53,21 +60,21 @@ class CompletionAnswer:
         self.first = first  # the echoed prompt's first token (None: a BOS)
         self._offsets: dict[int, int] = {}  # per choice: where the next streamed text starts
 
-    def final(self, finals: list[dict[str, Any]]) -> Completion:
+    def final(self, finals: list[CompletionFinal]) -> Completion:
         return shapes.completion(self.head, finals, self.prompt, self.echo, self.n_logprobs, self.first)
 
     def chunks(self, res: Result) -> list[CompletionChunk]:
-        p = res.payload
-        i = p["index"]
+        p = completion_step(res)
+        i = p.index
         offset = self._offsets.get(i, len(self.prompt))
-        entries = p.get("completion_probabilities") if self.n_logprobs is not None else None
+        entries = p.probs if self.n_logprobs is not None else None
         lp = shapes.completion_logprobs(entries, self.n_logprobs or 0, offset) if entries else None
         out = []
-        if p["content"] or lp is not None:
-            out.append(shapes.completion_chunk(self.head, p["content"], i, lp, None))
-        self._offsets[i] = offset + len(p["content"])
-        if res.is_final:
-            out.append(shapes.completion_chunk(self.head, "", i, None, shapes.finish_reason(p)))
+        if p.content or lp is not None:
+            out.append(shapes.completion_chunk(self.head, p.content, i, lp, None))
+        self._offsets[i] = offset + len(p.content)
+        if isinstance(p, CompletionFinal):
+            out.append(shapes.completion_chunk(self.head, "", i, None, p.finish_reason))
         return out
 
 
@@ -85,32 +92,32 @@ class ChatAnswer:
         self.forced = forced
         self._states: dict[int, ChatState] = {}
 
-    def _message(self, p: dict[str, Any]) -> ChatCompletionMessage:
+    def _message(self, p: CompletionFinal) -> ChatCompletionMessage:
         if self.forced is not None:
-            return shapes.forced_tool_message(self.forced, p["content"], self.head, p["index"])
+            return shapes.forced_tool_message(self.forced, p.content, self.head, p.index)
         state = ChatState(self.parse)
-        state.update(p["content"], is_partial=False)
+        state.update(p.content, is_partial=False)
         return state.oai_message()  # type: ignore[return-value]
 
-    def final(self, finals: list[dict[str, Any]]) -> ChatCompletion:
+    def final(self, finals: list[CompletionFinal]) -> ChatCompletion:
         return shapes.chat(self.head, finals, [self._message(p) for p in finals], self.n_logprobs)
 
     def chunks(self, res: Result) -> list[ChatCompletionChunk]:
-        p = res.payload
-        i = p["index"]
+        p = completion_step(res)
+        i = p.index
         out = []
         if i not in self._states:
             self._states[i] = ChatState(self.parse)
             out.append(shapes.chat_chunk(self.head, i, {"role": "assistant"}))
         if self.forced is not None:
-            deltas = [self._forced_delta(i, p["content"])] if p["content"] else []
+            deltas = [self._forced_delta(i, p.content)] if p.content else []
         else:
-            deltas = self._states[i].update(p["content"], is_partial=not res.is_final)
-        entries = p.get("completion_probabilities") if self.n_logprobs is not None else None
+            deltas = self._states[i].update(p.content, is_partial=not p.stop)
+        entries = p.probs if self.n_logprobs is not None else None
         lp = shapes.chat_logprobs(entries, self.n_logprobs or 0) if entries else None
         out += [shapes.chat_chunk(self.head, i, d, logprobs=lp) for d in deltas]
-        if res.is_final:
-            reason = shapes.finish_reason(p)
+        if isinstance(p, CompletionFinal):
+            reason: FinishReason = p.finish_reason
             if reason == "stop" and (self.forced is not None or self._states[i].msg["tool_calls"]):
                 reason = "tool_calls"
             out.append(shapes.chat_chunk(self.head, i, {}, reason))

@@ -15,7 +15,7 @@ import tempfile
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..mtmd import Chunk
 from ..queue import Result, TaskType
@@ -25,6 +25,7 @@ from ..server.chat import openai_chat_fields
 from ..server.engine import Engine
 from ..server.media import chat_media
 from ..server.params import DEFAULT_SEED
+from ..server.results import CompletionFinal, EmbeddingVectors, Indexed, expect
 from ..server.sampling import schema_or_any_object
 from ..server.task import CompletionTask
 from . import shapes
@@ -32,6 +33,8 @@ from .answers import ChatAnswer, CompletionAnswer, raise_for_error
 from .grammar import LlamaGrammar, LlamaState
 from .options import CHAT_DEFAULTS, COMPLETION_DEFAULTS, engine_config, sampling_fields
 from .types import ChatCompletion, ChatCompletionChunk, Completion, CompletionChunk, EmbeddingResponse
+
+R = TypeVar("R", bound=Indexed)
 
 __all__ = ["Llama"]
 
@@ -113,14 +116,14 @@ class Llama:
         ``top_p``, ``min_p``, ``typical_p``, ``top_k``, ``logprobs``, ``echo``, ``stop``, penalties,
         ``seed``, ``mirostat_*``, ``grammar``, ``logit_bias``; a stream is an iterator of chunks."""
         tasks, answer = self._completion_tasks(prompt, stream, **kwargs)
-        return self._stream(tasks, answer) if stream else answer.final(self._collect(tasks))
+        return self._stream(tasks, answer) if stream else answer.final(self._collect(tasks, CompletionFinal))
 
     async def acreate_completion(
         self, prompt: str | list[int], stream: bool = False, **kwargs: Any
     ) -> Completion | AsyncIterator[CompletionChunk]:
         """:meth:`create_completion` for asyncio: the event loop never blocks."""
         tasks, answer = await asyncio.to_thread(self._completion_tasks, prompt, stream, **kwargs)
-        return self._astream(tasks, answer) if stream else answer.final(await self._acollect(tasks))
+        return self._astream(tasks, answer) if stream else answer.final(await self._acollect(tasks, CompletionFinal))
 
     def _completion_tasks(
         self,
@@ -165,13 +168,13 @@ class Llama:
         has a format; a named function is forced by its schema where the template has none),
         ``response_format`` with a JSON schema, ``logprobs``/``top_logprobs``, ``n``, ``stream``."""
         tasks, answer = self._chat_tasks(messages, stream, **kwargs)
-        return self._stream(tasks, answer) if stream else answer.final(self._collect(tasks))
+        return self._stream(tasks, answer) if stream else answer.final(self._collect(tasks, CompletionFinal))
 
     async def acreate_chat_completion(
         self, messages: list[dict[str, Any]], stream: bool = False, **kwargs: Any
     ) -> ChatCompletion | AsyncIterator[ChatCompletionChunk]:
         tasks, answer = await asyncio.to_thread(self._chat_tasks, messages, stream, **kwargs)
-        return self._astream(tasks, answer) if stream else answer.final(await self._acollect(tasks))
+        return self._astream(tasks, answer) if stream else answer.final(await self._acollect(tasks, CompletionFinal))
 
     def _chat_tasks(
         self,
@@ -263,10 +266,10 @@ class Llama:
         prompts = [self.tokenize(t.encode("utf-8"), add_bos=True) for t in texts]
         if truncate:
             prompts = [p[: engine.n_ubatch] for p in prompts]
-        finals = self._collect(engine.tasks.make_embedding_tasks(prompts, 2 if normalize else -1))
+        finals = self._collect(engine.tasks.make_embedding_tasks(prompts, 2 if normalize else -1), EmbeddingVectors)
         pooled = engine.pooling != "none"
-        vectors = [p["embedding"][0] if pooled else p["embedding"] for p in finals]
-        return vectors, sum(p["tokens_evaluated"] for p in finals)
+        vectors = [p.embedding[0] if pooled else p.embedding for p in finals]
+        return vectors, sum(p.tokens_evaluated for p in finals)
 
     # --- state --------------------------------------------------------------------------------
     def save_state(self) -> LlamaState:
@@ -309,10 +312,10 @@ class Llama:
                 raise_for_error(res)
                 yield res
 
-    def _collect(self, tasks: list[Any]) -> list[dict[str, Any]]:
-        """The final payloads of ``tasks``, in the request's order."""
-        finals = [r.payload for r in self._results(tasks) if r.is_final]
-        return sorted(finals, key=lambda p: p["index"])
+    def _collect(self, tasks: list[Any], kind: type[R]) -> list[R]:
+        """The final results of ``tasks`` (each a ``kind``), in the request's order."""
+        finals = [expect(r, kind) for r in self._results(tasks) if r.is_final]
+        return sorted(finals, key=lambda p: p.index)
 
     def _stream(self, tasks: list[Any], answer: Answer) -> Iterator[Any]:
         for res in self._results(tasks):
@@ -333,9 +336,9 @@ class Llama:
                     n_final += res.is_final
                     yield res
 
-    async def _acollect(self, tasks: list[Any]) -> list[dict[str, Any]]:
-        finals = [r.payload async for r in self._aresults(tasks) if r.is_final]
-        return sorted(finals, key=lambda p: p["index"])
+    async def _acollect(self, tasks: list[Any], kind: type[R]) -> list[R]:
+        finals = [expect(r, kind) async for r in self._aresults(tasks) if r.is_final]
+        return sorted(finals, key=lambda p: p.index)
 
     async def _astream(self, tasks: list[Any], answer: Answer) -> AsyncIterator[Any]:
         async for res in self._aresults(tasks):

@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+from ..server.results import CompletionFinal
 from .types import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -21,7 +22,7 @@ from .types import (
     Usage,
 )
 
-__all__ = ["Head", "completion_logprobs", "finish_reason", "usage"]
+__all__ = ["Head", "completion_logprobs", "usage"]
 
 
 class Head:
@@ -34,15 +35,10 @@ class Head:
         self.model = model
 
 
-def finish_reason(payload: dict[str, Any]) -> FinishReason:
-    """An end-of-generation token or a stop string is "stop"; a token limit or a full context "length"."""
-    return "stop" if payload.get("stop_type") in ("eos", "word") else "length"
-
-
-def usage(finals: list[dict[str, Any]]) -> Usage:
+def usage(finals: list[CompletionFinal]) -> Usage:
     """Choices of one prompt share it: the prompt counts once."""
-    prompt = max((p["tokens_evaluated"] for p in finals), default=0)
-    completion = sum(p["tokens_predicted"] for p in finals)
+    prompt = max((p.tokens_evaluated for p in finals), default=0)
+    completion = sum(p.tokens_predicted for p in finals)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
@@ -92,7 +88,7 @@ def echo_logprobs(entries: list[dict[str, Any]], first: str | None, n_top: int) 
 
 def completion(
     head: Head,
-    finals: list[dict[str, Any]],
+    finals: list[CompletionFinal],
     prompt: str,
     echo: bool,
     n_logprobs: int | None,
@@ -106,16 +102,14 @@ def completion(
     for p in finals:
         lp = None
         if n_logprobs is not None:
-            generated = p.get("completion_probabilities", [])
+            generated = p.probs or []
             if prefix:
-                echoed = echo_logprobs(p.get("prompt_probabilities", []), first, n_logprobs)
+                echoed = echo_logprobs(p.prompt_probs or [], first, n_logprobs)
                 end = sum(len(t) for t in echoed["tokens"])
                 lp = _joined(echoed, completion_logprobs(generated, n_logprobs, end))
             else:
                 lp = completion_logprobs(generated, n_logprobs, len(prompt))
-        choices.append(
-            {"text": prefix + p["content"], "index": p["index"], "logprobs": lp, "finish_reason": finish_reason(p)}
-        )
+        choices.append({"text": prefix + p.content, "index": p.index, "logprobs": lp, "finish_reason": p.finish_reason})
     return {
         "id": head.id,
         "object": "text_completion",
@@ -165,15 +159,15 @@ def forced_tool_message(name: str, arguments: str, head: Head, index: int = 0) -
 
 
 def chat(
-    head: Head, finals: list[dict[str, Any]], messages: list[ChatCompletionMessage], n_logprobs: int | None
+    head: Head, finals: list[CompletionFinal], messages: list[ChatCompletionMessage], n_logprobs: int | None
 ) -> ChatCompletion:
     choices = []
     for p, message in zip(finals, messages, strict=True):
-        reason = finish_reason(p)
+        reason: FinishReason = p.finish_reason
         if message.get("tool_calls") and reason == "stop":
             reason = "tool_calls"
-        lp = chat_logprobs(p.get("completion_probabilities", []), n_logprobs) if n_logprobs is not None else None
-        choices.append({"index": p["index"], "message": message, "logprobs": lp, "finish_reason": reason})
+        lp = chat_logprobs(p.probs or [], n_logprobs) if n_logprobs is not None else None
+        choices.append({"index": p.index, "message": message, "logprobs": lp, "finish_reason": reason})
     return {
         "id": head.id,
         "object": "chat.completion",

@@ -40,6 +40,6 @@ class Task:
 @dataclass
 class Result:
     id: int
-    payload: Any = None
+    payload: object = None  # the server's typed results (server/results.py); the queue never reads it
     is_error: bool = False
     is_final: bool = True

@@ -32,6 +32,7 @@ from .media import MediaMemory
 from .metrics import PhaseClock, Stats
 from .outputs import DecodeOutputs
 from .prompt_cache import PromptCache
+from .results import MetricsSnapshot
 from .slot import Slot, StopType
 from .slot_files import SlotFiles
 from .slot_start import SlotStarter
@@ -296,7 +297,8 @@ class ServerContext:
     # --- tasks (loop thread, or the worker while yielding) -----------------------------------
     def _on_task(self, task: Task, is_yielding: bool) -> bool:
         if task.type is TaskType.METRICS:  # read-only: answered on the worker during a yield (S3)
-            self.emitter.send(Result(task.id, self.stats.snapshot(reset_buckets=bool(task.payload))))
+            snapshot = self.stats.snapshot(reset_buckets=bool(task.payload))
+            self.emitter.send(Result(task.id, MetricsSnapshot(snapshot)))
             return True
         if task.type is TaskType.CANCEL:
             slot = next((s for s in self.slots if s.busy and s.id_task == task.id_target), None)

@@ -9,7 +9,7 @@ from ..queue import Result, ServerQueue, ServerResponse
 from .errors import ErrorKind, error_result
 from .kv_caches import KvCaches
 from .metrics import Stats
-from .results import final_payload, progress_payload
+from .results import final_result, progress_result
 from .slot import Slot, StopType
 
 __all__ = ["SlotEmitter"]
@@ -41,14 +41,14 @@ class SlotEmitter:
         """Prompt progress of a streamed request that asked for it (``return_progress``)."""
         params = s.completion.params
         if params.stream and params.return_progress:
-            self.responses.send(Result(s.id_task, progress_payload(s), is_final=False))
+            self.responses.send(Result(s.id_task, progress_result(s), is_final=False))
 
     def finish(self, s: Slot, stop: StopType, cancelled: bool = False) -> None:
         """The slot's task ended: its final result (or its cancellation), then the slot is free."""
         if cancelled:
             self.responses.send(error_result(s.id_task, "cancelled", ErrorKind.CANCELLED))
         else:
-            self.responses.send(Result(s.id_task, final_payload(s, stop, s.text.take_sendable(True))))
+            self.responses.send(Result(s.id_task, final_result(s, stop, s.text.take_sendable(True))))
         self._stats.add_prediction(len(s.generated), s.gen_seconds())
         self._stats.add(requests_finished=1)
         self.release(s)

@@ -22,7 +22,8 @@ from ..queue import ResponseReader, Result, Task, TaskType
 from .config import EngineConfig
 from .context import ServerContext
 from .embedding import EmbeddingTask
-from .errors import ErrorKind, error_result
+from .errors import EngineFailure, ErrorKind, error_result
+from .results import CompletionFinal, MetricsSnapshot, expect
 from .task import CompletionTask
 from .task_builder import TaskBuilder, TaskLimits
 
@@ -202,7 +203,7 @@ class Engine:
         reader.post_tasks([_as_task(t) for t in tasks])
         return reader
 
-    def complete(self, request: dict[str, Any] | CompletionTask, timeout_s: float = 300) -> dict[str, Any]:
+    def complete(self, request: dict[str, Any] | CompletionTask, timeout_s: float = 300) -> CompletionFinal:
         """Post one completion and wait for its final result (raises on an error result)."""
         with self.submit(request) as reader:
             deadline = time.monotonic() + timeout_s
@@ -211,9 +212,9 @@ class Engine:
                 if res is None:
                     raise TimeoutError("completion timed out")
                 if res.is_error:
-                    raise ValueError(res.payload["error"])
+                    raise ValueError(expect(res, EngineFailure).message)
                 if res.is_final:
-                    return res.payload
+                    return expect(res, CompletionFinal)
 
     def post(self, task_type: TaskType, payload: Any = None, poll_interval_s: float = 0.5) -> ResponseReader:
         """Post one task that is not a completion (metrics, slot files); read its result from the reader."""
@@ -230,7 +231,7 @@ class Engine:
             return res
 
     def metrics(self, timeout_s: float = 60) -> dict[str, Any]:
-        return self.call(TaskType.METRICS, timeout_s=timeout_s).payload
+        return expect(self.call(TaskType.METRICS, timeout_s=timeout_s), MetricsSnapshot).values
 
     def snapshot(self, reset_buckets: bool = False) -> dict[str, Any]:
         """The latest published metrics plus what the queue knows now; safe from any thread.

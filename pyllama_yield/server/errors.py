@@ -7,12 +7,13 @@ client its exception (``client/answers.py``). Neither choice is made here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from ..queue import Result
 
-__all__ = ["ErrorKind", "error_result"]
+__all__ = ["EngineFailure", "ErrorKind", "error_result"]
 
 
 class ErrorKind(Enum):
@@ -23,7 +24,16 @@ class ErrorKind(Enum):
     SERVER = "server"  # the engine failed while serving it
 
 
+@dataclass(frozen=True)
+class EngineFailure:
+    """The payload of an error result: the message, the kind and the details (e.g.
+    ``n_prompt_tokens`` and ``n_ctx`` of an ``EXCEED_CONTEXT``)."""
+
+    message: str
+    kind: ErrorKind = ErrorKind.SERVER
+    details: dict[str, Any] = field(default_factory=dict)
+
+
 def error_result(id_task: int, message: str, kind: ErrorKind, **details: Any) -> Result:
-    """The result that fails task ``id_task``: its payload holds the message, the kind and the
-    details (e.g. ``n_prompt_tokens`` and ``n_ctx`` of an ``EXCEED_CONTEXT``)."""
-    return Result(id_task, {"error": message, "kind": kind, **details}, is_error=True)
+    """The result that fails task ``id_task``."""
+    return Result(id_task, EngineFailure(message, kind, details), is_error=True)

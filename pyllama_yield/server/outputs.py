@@ -16,7 +16,7 @@ from .errors import ErrorKind
 from .kv_caches import KvCaches
 from .metrics import PhaseClock, Stats
 from .probs import prompt_chunk_probs, token_probs
-from .results import partial_payload
+from .results import EmbeddingVectors, RerankScore, token_step
 from .slot import Slot, StopType, now
 
 __all__ = ["DecodeOutputs"]
@@ -141,7 +141,7 @@ class DecodeOutputs:
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
             self._clock.lap("stop")
-            self._emitter.send(Result(s.id_task, partial_payload(s, tok, content, probs), is_final=False))
+            self._emitter.send(Result(s.id_task, token_step(s, tok, content, probs), is_final=False))
         self._clock.lap("post" if p.stream else "stop")
         if stop is not StopType.NONE:
             self._emitter.finish(s, stop)
@@ -160,13 +160,13 @@ class DecodeOutputs:
         n = len(s.prompt_tokens)
         if et.rerank:
             score = float(ctx.embeddings_seq(s.id)[0])
-            payload: dict[str, Any] = {"index": et.index, "score": score, "tokens_evaluated": n}
+            payload: RerankScore | EmbeddingVectors = RerankScore(et.index, score, n)
         else:
             if self._pooling == "none":  # one vector per token of the last batch, as they are
                 vectors = [ctx.embeddings(s.i_batch - n_last + 1 + j).tolist() for j in range(n_last)]
             else:
                 vectors = [normalize(ctx.embeddings_seq(s.id), et.normalize).tolist()]
-            payload = {"index": et.index, "embedding": vectors, "tokens_evaluated": n}
+            payload = EmbeddingVectors(et.index, vectors, n)
         self._emitter.send(Result(s.id_task, payload))
         self._stats.add(prompt_tokens=0, requests_finished=1)
         ctx.seq_rm(s.id)

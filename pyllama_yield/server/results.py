@@ -1,16 +1,38 @@
-"""The payloads a completion sends, in llama-server's native (``/completion``) shape.
+"""What the engine's tasks send back, one dataclass per kind of result, built on the loop thread.
 
-The OpenAI routes reshape these (``api/openai.py``); the fields they need beyond the native
-shape (``n_prompt_tokens_cache``) travel along in the same dict.
+A completion streams ``TokenStep``s (and, with ``return_progress``, ``PromptProgress``) and ends
+with a ``CompletionFinal``; an embedding task sends ``EmbeddingVectors`` or a ``RerankScore``;
+slot tasks send ``SlotFileDone``/``SlotErased``; a metrics task a ``MetricsSnapshot``; a failed
+task an ``errors.EngineFailure``. ``native()`` gives llama-server's native (``/completion``)
+JSON; the OpenAI and Anthropic routes read the fields.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
 
+from ..queue import Result
 from .slot import Slot, StopType, now
 
-__all__ = ["final_payload", "partial_payload", "timings"]
+__all__ = [
+    "CompletionFinal",
+    "CompletionResult",
+    "EmbeddingVectors",
+    "MetricsSnapshot",
+    "PromptProgress",
+    "RerankScore",
+    "SlotErased",
+    "SlotFileDone",
+    "TokenStep",
+    "Indexed",
+    "completion_step",
+    "expect",
+    "final_result",
+    "progress_result",
+    "timings",
+    "token_step",
+]
 
 
 def timings(s: Slot) -> dict[str, Any]:
@@ -38,72 +60,270 @@ def timings(s: Slot) -> dict[str, Any]:
     return out
 
 
-def partial_payload(s: Slot, token: int, content: str, probs: dict[str, Any] | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TokenStep:
+    """One sampled token of a streamed completion, with the text it lets out (may be empty)."""
+
+    index: int  # the task's place in its request (prompt x choice)
+    content: str
+    tokens: list[int]
+    id_slot: int
+    tokens_predicted: int
+    tokens_evaluated: int  # the prompt's tokens
+    n_prompt_tokens_cache: int  # of which came from the cache
+    timings: dict[str, Any] | None = None  # with ``timings_per_token``
+    probs: list[dict[str, Any]] | None = None  # this token's ``completion_probabilities``
+
+    stop = False
+
+    def native(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "content": self.content,
+            "tokens": self.tokens,
+            "stop": False,
+            "id_slot": self.id_slot,
+            "tokens_predicted": self.tokens_predicted,
+            "tokens_evaluated": self.tokens_evaluated,
+        }
+        if self.timings is not None:
+            out["timings"] = self.timings
+        if self.probs is not None:
+            out["completion_probabilities"] = self.probs
+        return out
+
+
+@dataclass(frozen=True)
+class PromptProgress:
+    """A ``return_progress`` event of a streamed completion: how far prompt processing is."""
+
+    index: int
+    id_slot: int
+    tokens_evaluated: int
+    n_prompt_tokens_cache: int
+    total: int
+    cache: int
+    processed: int
+    time_ms: float
+    timings: dict[str, Any] | None = None
+
+    content = ""
+    probs = None
+    stop = False
+
+    @property
+    def prompt_progress(self) -> dict[str, Any]:
+        return {"total": self.total, "cache": self.cache, "processed": self.processed, "time_ms": self.time_ms}
+
+    def native(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "content": "",
+            "tokens": [],
+            "stop": False,
+            "id_slot": self.id_slot,
+            "tokens_predicted": 0,
+            "tokens_evaluated": self.tokens_evaluated,
+            "prompt_progress": self.prompt_progress,
+        }
+        if self.timings is not None:
+            out["timings"] = self.timings
+        return out
+
+
+@dataclass(frozen=True)
+class CompletionFinal:
+    """A completion's end: the text not streamed yet (all of it when not streaming), why it
+    stopped, the counts and timings."""
+
+    index: int
+    content: str
+    tokens: list[int]  # every generated token with ``return_tokens``
+    id_slot: int
+    tokens_predicted: int
+    tokens_evaluated: int
+    n_prompt_tokens_cache: int
+    generation_settings: dict[str, Any]
+    prompt: str
+    has_new_line: bool
+    truncated: bool
+    stop_type: str  # a StopType value: "eos", "word", "limit" or "none"
+    stopping_word: str
+    tokens_cached: int
+    timings: dict[str, Any]
+    probs: list[dict[str, Any]] | None = None  # every token's, when not streaming
+    prompt_probs: list[dict[str, Any]] | None = None  # with ``prompt_logprobs``
+
+    stop = True
+
+    @property
+    def finish_reason(self) -> Literal["stop", "length"]:
+        """OpenAI's name for why it stopped: an end-of-generation token or a stop word is
+        ``stop``, anything else ``length``."""
+        return "stop" if self.stop_type in ("eos", "word") else "length"
+
+    def native(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "content": self.content,
+            "tokens": self.tokens,
+            "id_slot": self.id_slot,
+            "stop": True,
+            "tokens_predicted": self.tokens_predicted,
+            "tokens_evaluated": self.tokens_evaluated,
+            "generation_settings": self.generation_settings,
+            "prompt": self.prompt,
+            "has_new_line": self.has_new_line,
+            "truncated": self.truncated,
+            "stop_type": self.stop_type,
+            "stopping_word": self.stopping_word,
+            "tokens_cached": self.tokens_cached,
+            "timings": self.timings,
+        }
+        if self.probs is not None:
+            out["completion_probabilities"] = self.probs
+        if self.prompt_probs is not None:
+            out["prompt_probabilities"] = self.prompt_probs
+        return out
+
+
+CompletionResult = TokenStep | PromptProgress | CompletionFinal  # what a completion task sends
+
+
+@dataclass(frozen=True)
+class EmbeddingVectors:
+    """An embedding task's answer: one pooled vector, or one per token with pooling ``none``."""
+
+    index: int
+    embedding: list[list[float]]
+    tokens_evaluated: int
+
+    def native(self) -> dict[str, Any]:
+        return {"index": self.index, "embedding": self.embedding, "tokens_evaluated": self.tokens_evaluated}
+
+
+@dataclass(frozen=True)
+class RerankScore:
+    index: int
+    score: float
+    tokens_evaluated: int
+
+    def native(self) -> dict[str, Any]:
+        return {"index": self.index, "score": self.score, "tokens_evaluated": self.tokens_evaluated}
+
+
+@dataclass(frozen=True)
+class SlotFileDone:
+    """A slot saved to a file (``action`` "save") or restored from one ("restore")."""
+
+    action: str
+    id_slot: int
+    filename: str  # the name the client gave
+    n_tokens: int
+    n_bytes: int
+    ms: float
+
+    def native(self) -> dict[str, Any]:
+        tokens, size = ("n_saved", "n_written") if self.action == "save" else ("n_restored", "n_read")
+        return {
+            "id_slot": self.id_slot,
+            "filename": self.filename,
+            tokens: self.n_tokens,
+            size: self.n_bytes,
+            "timings": {f"{self.action}_ms": self.ms},
+        }
+
+
+@dataclass(frozen=True)
+class SlotErased:
+    id_slot: int
+    n_erased: int
+
+    def native(self) -> dict[str, Any]:
+        return {"id_slot": self.id_slot, "n_erased": self.n_erased}
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """The counters and slots as the loop thread last published them (``metrics.Stats``)."""
+
+    values: dict[str, Any]
+
+
+class Indexed(Protocol):
+    """A result that belongs to one of a request's tasks (its prompt x choice, or its input)."""
+
+    @property
+    def index(self) -> int: ...
+
+
+P = TypeVar("P")
+
+
+def expect(result: Result, kind: type[P]) -> P:
+    """The result's payload, checked to be the kind the caller's task sends (a mix-up is a bug)."""
+    if not isinstance(result.payload, kind):
+        raise TypeError(f"task {result.id} sent {type(result.payload).__name__}, not {kind.__name__}")
+    return result.payload
+
+
+def completion_step(result: Result) -> CompletionResult:
+    """A completion task's result: a token, a progress event, or its end."""
+    p = result.payload
+    if not isinstance(p, (TokenStep, PromptProgress, CompletionFinal)):
+        raise TypeError(f"task {result.id} sent {type(p).__name__}, not a completion's result")
+    return p
+
+
+def token_step(s: Slot, token: int, content: str, probs: dict[str, Any] | None) -> TokenStep:
     task = s.completion
-    out: dict[str, Any] = {
-        "index": task.index,
-        "content": content,
-        "tokens": [token],
-        "stop": False,
-        "id_slot": s.id,
-        "tokens_predicted": len(s.generated),
-        "tokens_evaluated": len(s.prompt_tokens),
-        "n_prompt_tokens_cache": s.n_prompt_cached,
-    }
-    if task.params.timings_per_token:
-        out["timings"] = timings(s)
-    if probs is not None:
-        out["completion_probabilities"] = [probs]
-    return out
+    return TokenStep(
+        index=task.index,
+        content=content,
+        tokens=[token],
+        id_slot=s.id,
+        tokens_predicted=len(s.generated),
+        tokens_evaluated=len(s.prompt_tokens),
+        n_prompt_tokens_cache=s.n_prompt_cached,
+        timings=timings(s) if task.params.timings_per_token else None,
+        probs=[probs] if probs is not None else None,
+    )
 
 
-def progress_payload(s: Slot) -> dict[str, Any]:
-    """A ``return_progress`` event: how far prompt processing is."""
+def progress_result(s: Slot) -> PromptProgress:
     task = s.completion
-    out: dict[str, Any] = {
-        "index": task.index,
-        "content": "",
-        "tokens": [],
-        "stop": False,
-        "id_slot": s.id,
-        "tokens_predicted": 0,
-        "tokens_evaluated": len(s.prompt_tokens),
-        "n_prompt_tokens_cache": s.n_prompt_cached,
-        "prompt_progress": {
-            "total": len(s.prompt_tokens),
-            "cache": s.n_prompt_cached,
-            "processed": s.n_prompt_done,
-            "time_ms": (now() - s.t_start) * 1e3,
-        },
-    }
-    if task.params.timings_per_token:
-        out["timings"] = timings(s)
-    return out
+    return PromptProgress(
+        index=task.index,
+        id_slot=s.id,
+        tokens_evaluated=len(s.prompt_tokens),
+        n_prompt_tokens_cache=s.n_prompt_cached,
+        total=len(s.prompt_tokens),
+        cache=s.n_prompt_cached,
+        processed=s.n_prompt_done,
+        time_ms=(now() - s.t_start) * 1e3,
+        timings=timings(s) if task.params.timings_per_token else None,
+    )
 
 
-def final_payload(s: Slot, stop: StopType, content: str) -> dict[str, Any]:
+def final_result(s: Slot, stop: StopType, content: str) -> CompletionFinal:
     task = s.completion
     p = task.params
-    out: dict[str, Any] = {
-        "index": task.index,
-        "content": content,
-        "tokens": list(s.generated) if p.return_tokens else [],
-        "id_slot": s.id,
-        "stop": True,
-        "tokens_predicted": len(s.generated),
-        "tokens_evaluated": len(s.prompt_tokens),
-        "generation_settings": p.settings,
-        "prompt": task.prompt_text,
-        "has_new_line": "\n" in s.text.text,
-        "truncated": s.truncated,
-        "stop_type": stop.value,
-        "stopping_word": s.text.stopping_word,
-        "tokens_cached": len(s.cache_tokens),
-        "timings": timings(s),
-        "n_prompt_tokens_cache": s.n_prompt_cached,
-    }
-    if not p.stream and s.probs:
-        out["completion_probabilities"] = s.probs
-    if p.prompt_logprobs >= 0:
-        out["prompt_probabilities"] = s.prompt_probs
-    return out
+    return CompletionFinal(
+        index=task.index,
+        content=content,
+        tokens=list(s.generated) if p.return_tokens else [],
+        id_slot=s.id,
+        tokens_predicted=len(s.generated),
+        tokens_evaluated=len(s.prompt_tokens),
+        n_prompt_tokens_cache=s.n_prompt_cached,
+        generation_settings=p.settings,
+        prompt=task.prompt_text,
+        has_new_line="\n" in s.text.text,
+        truncated=s.truncated,
+        stop_type=stop.value,
+        stopping_word=s.text.stopping_word,
+        tokens_cached=len(s.cache_tokens),
+        timings=timings(s),
+        probs=s.probs if not p.stream and s.probs else None,
+        prompt_probs=s.prompt_probs if p.prompt_logprobs >= 0 else None,
+    )

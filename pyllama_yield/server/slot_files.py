@@ -13,6 +13,7 @@ from ..queue import Result, Task
 from . import token_state
 from .kv_caches import KvCaches
 from .media import MediaMemory
+from .results import SlotErased, SlotFileDone
 from .slot import Slot
 
 __all__ = ["SlotFiles"]
@@ -39,7 +40,7 @@ class SlotFiles:
 
         packed = token_state.pack(slot.cache_tokens, chunk_for)
         n_bytes = self._kv.ctx.save_seq_state_file(path, slot.id, packed)
-        return _done(task, slot, path, t0, "save", {"n_saved": len(slot.cache_tokens), "n_written": n_bytes})
+        return _done(task, slot, path, t0, "save", len(slot.cache_tokens), n_bytes)
 
     def restore(self, task: Task) -> Result:
         slot, path = self._slot_and_path(task)
@@ -62,14 +63,13 @@ class SlotFiles:
             self._media.remember(chunk)
         slot.cache_tokens, slot.checkpoints = tokens, []
         self._kv.reset_draft(slot, len(tokens))
-        counts = {"n_restored": len(tokens), "n_read": os.path.getsize(path)}
-        return _done(task, slot, path, t0, "restore", counts)
+        return _done(task, slot, path, t0, "restore", len(tokens), os.path.getsize(path))
 
     def erase(self, task: Task) -> Result:
         slot, _ = self._slot_and_path(task, need_path=False)
         n = len(slot.cache_tokens)
         self._kv.clear_slot(slot)
-        return Result(task.id, {"id_slot": slot.id, "n_erased": n})
+        return Result(task.id, SlotErased(slot.id, n))
 
     def _slot_and_path(self, task: Task, need_path: bool = True) -> tuple[Slot, Any]:
         payload = task.payload or {}
@@ -85,7 +85,7 @@ class SlotFiles:
         return slot, path
 
 
-def _done(task: Task, slot: Slot, path: Any, t0: float, action: str, counts: dict[str, int]) -> Result:
+def _done(task: Task, slot: Slot, path: Any, t0: float, action: str, n_tokens: int, n_bytes: int) -> Result:
     ms = (time.perf_counter() - t0) * 1e3
     name = (task.payload or {}).get("name", str(path))  # the name the client gave; the folder stays ours
-    return Result(task.id, {"id_slot": slot.id, "filename": name, **counts, "timings": {f"{action}_ms": ms}})
+    return Result(task.id, SlotFileDone(action, slot.id, name, n_tokens, n_bytes, ms))
