@@ -17,7 +17,6 @@ from ..server.params import LoraScale
 from ..server.results import SlotErased, SlotFileDone
 from .app_state import AppState, json_body, json_value
 from .errors import ApiError
-from .protocol import ChatRequest, chat_to_llama
 
 WEBUI = Path(__file__).resolve().parent.parent / "webui"  # the chat page, shipped in the package
 
@@ -88,10 +87,10 @@ async def post_props(request: Request) -> Response:
 
 async def apply_template(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    body = chat_to_llama(await json_body(request))
-    ChatRequest.parse(body)
-    fields, _ = await state.bridge.build(state.engine.render_chat_request, body)
-    return JSONResponse({"prompt": fields["prompt"]})
+    body = await json_body(request)
+    plan = await state.bridge.build(lambda: state.engine.chats.plan(body, media_path=state.settings.media_path))
+    prompt = plan.fields["prompt"]  # with media: the text, a marker for each medium
+    return JSONResponse({"prompt": prompt["prompt_string"] if isinstance(prompt, dict) else prompt})
 
 
 def _valid_filename(name: object) -> TypeGuard[str]:

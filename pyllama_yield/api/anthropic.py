@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from ..queue import Result
 from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatAnswer, answer_with_events, count_chat_tokens, render_chat
+from .chat import ChatAnswer, answer_with_events, count_chat_tokens, plan_chat
 from .errors import ApiError
 
 
@@ -255,9 +255,9 @@ class MessagesAnswer(ChatAnswer):
 async def messages(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = to_openai(await json_body(request))
-    state, llama_body, parse = await render_chat(state, body)
-    tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
-    shape = MessagesAnswer(state, parse)
+    plan = await plan_chat(state, body)
+    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
+    shape = MessagesAnswer(state, plan.parse)
     return await answer_with_events(request, state, tasks, shape.chunks, shape.message)
 
 

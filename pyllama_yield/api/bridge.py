@@ -23,6 +23,7 @@ from starlette.responses import StreamingResponse
 from ..queue import Result, TaskType
 from ..server import CompletionParams, CompletionTask, ContextOverflowError, Engine
 from ..server.async_reader import AsyncReader
+from ..server.chat_request import UnsupportedMediaError
 from ..server.results import Indexed, expect
 from .errors import ApiError, error_json, result_error
 
@@ -127,6 +128,8 @@ class Bridge:
             return await self.run(fn, *args)
         except NotImplementedError as exc:
             raise ApiError(str(exc), 501, "not_supported_error") from None
+        except UnsupportedMediaError as exc:  # llama-server's status for it
+            raise ApiError(str(exc), 500, "server_error") from None
         except ContextOverflowError as exc:
             raise ApiError(
                 str(exc), 400, "exceed_context_size_error", n_prompt_tokens=exc.n_prompt_tokens, n_ctx=exc.n_ctx

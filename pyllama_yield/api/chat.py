@@ -11,12 +11,11 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from ..server.chat import ChatState
-from ..server.media import chat_media
+from ..server.chat_request import ChatPlan
 from ..server.results import CompletionFinal, completion_step
 from .app_state import AppState, json_body
 from .bridge import named_event_sse
 from .openai import TextAnswer, answer, logprobs, usage
-from .protocol import ChatRequest, chat_to_llama
 
 
 class ChatAnswer(TextAnswer):
@@ -71,37 +70,23 @@ class ChatAnswer(TextAnswer):
         return out
 
 
-async def render_chat(state: AppState, body: dict[str, Any]) -> tuple[AppState, dict[str, Any], dict[str, Any]]:
-    """An OpenAI chat body as llama-server fields (the prompt rendered), and how to read the answer."""
-    body = chat_to_llama(body)
-    projector = state.engine.projector
-    ChatRequest.parse(body, media=projector is not None)  # the messages' shape, before the template sees them
-    files: list[bytes] = []
-    if projector is not None:  # media parts become markers in the text, their files go with the prompt
-        args = (body["messages"], projector.marker, state.settings.media_path)
-        body["messages"], files = await state.bridge.build(chat_media, *args)
-    fields, parse = await state.bridge.build(state.engine.render_chat_request, body)
-    if files:
-        fields["prompt"] = {"prompt_string": fields["prompt"], "multimodal_data": files}
-    stops = body.get("stop") or []
-    return state, {**body, **fields, "stop": [*stops, *fields.pop("additional_stops")]}, parse
-
-
-async def _render(request: Request) -> tuple[AppState, dict[str, Any], dict[str, Any]]:
-    return await render_chat(request.app.state.pyllama, await json_body(request))
+async def plan_chat(state: AppState, body: dict[str, Any]) -> ChatPlan:
+    """An OpenAI chat body through the engine's one chat path (``server/chat_request.py``), on a
+    bridge thread: validated, its media read, its prompt rendered."""
+    return await state.bridge.build(lambda: state.engine.chats.plan(body, media_path=state.settings.media_path))
 
 
 async def chat_completions(request: Request) -> Response:
-    state, llama_body, parse = await _render(request)
-    tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
+    state: AppState = request.app.state.pyllama
+    plan = await plan_chat(state, await json_body(request))
+    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
     p = tasks[0].params
-    return await answer(request, state, tasks, ChatAnswer(state, p.include_usage, p.verbose, parse))
+    return await answer(request, state, tasks, ChatAnswer(state, p.include_usage, p.verbose, plan.parse))
 
 
 async def count_chat_tokens(state: AppState, body: dict[str, Any]) -> int:
     """How many tokens an OpenAI chat body takes once rendered by the template."""
-    _, llama_body, _ = await render_chat(state, body)
-    return await state.bridge.build(state.engine.tasks.count_prompt_tokens, llama_body["prompt"])
+    return await state.bridge.build(lambda: state.engine.chats.count_tokens(body, state.settings.media_path))
 
 
 async def answer_with_events(

@@ -20,7 +20,7 @@ from ..queue import Result
 from ..server.chat import ChatState, new_id
 from ..server.results import CompletionFinal, PromptProgress, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatAnswer, answer_with_events, count_chat_tokens, render_chat
+from .chat import ChatAnswer, answer_with_events, count_chat_tokens, plan_chat
 from .errors import ApiError
 
 __all__ = ["count_tokens", "responses", "responses_to_chat"]
@@ -323,11 +323,11 @@ class ResponseAnswer(ChatAnswer):
 
 async def responses(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    state, llama_body, parse = await render_chat(state, responses_to_chat(await json_body(request)))
-    tasks = await state.bridge.make_tasks(llama_body, llama_body["prompt"])
+    plan = await plan_chat(state, responses_to_chat(await json_body(request)))
+    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
     if len(tasks) != 1:
         raise ApiError("a Responses request gives one answer ('n' must be 1)")
-    shape = ResponseAnswer(state, parse)
+    shape = ResponseAnswer(state, plan.parse)
     return await answer_with_events(request, state, tasks, shape.chunks, shape.response)
 
 

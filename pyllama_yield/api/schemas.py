@@ -2,9 +2,10 @@
 them (``openapi.py``) and the fuzz tests generate bodies from that document.
 
 The small routes validate through their model here (``parse``); the completion routes validate
-through ``server.params.CompletionParams`` and the chat shapes through ``protocol.ChatRequest``,
-which these models reuse, so the description and the checks cannot drift apart. Fields are
-named as llama-server (and OpenAI / Anthropic, on their routes) name them.
+through ``server.params.CompletionParams`` and the chat messages through
+``server.chat_request.ChatRequest`` (the chat routes' model), which these models reuse, so the
+description and the checks cannot drift apart. Fields are named as llama-server (and OpenAI /
+Anthropic, on their routes) name them.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt, ValidationError
 
+from ..server.chat_request import ChatMessage, ChatRequest
 from ..server.params import CompletionParams, LoraScale, validation_message
 from .errors import ApiError
-from .protocol import Message
 
 __all__ = ["REQUEST_MODELS", "parse"]
 
@@ -103,33 +104,8 @@ class RerankRequest(_Open):
     return_text: StrictBool = False
 
 
-class ChatCompletionRequest(_Open):
-    """OpenAI's chat request; llama-server's native completion fields are accepted as well."""
-
-    model: str | None = None
-    messages: list[Message]
-    stream: StrictBool = False
-    max_tokens: StrictInt | None = None
-    max_completion_tokens: StrictInt | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    n: StrictInt | None = None
-    stop: str | list[str] | None = None
-    seed: StrictInt | None = None
-    logprobs: StrictBool | None = None
-    top_logprobs: StrictInt | None = None
-    response_format: dict[str, Any] | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: StrictBool | None = None
-    reasoning_effort: str | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
-    add_generation_prompt: StrictBool = True
-    continue_final_message: StrictBool = False
-
-
 class ApplyTemplateRequest(_Open):
-    messages: list[Message]
+    messages: list[ChatMessage]
     tools: list[dict[str, Any]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
@@ -232,10 +208,10 @@ REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("/v1/rerank", "POST"): RerankRequest,
     ("/v1/reranking", "POST"): RerankRequest,
     ("/v1/completions", "POST"): OpenAICompletionRequest,
-    ("/v1/chat/completions", "POST"): ChatCompletionRequest,
-    ("/chat/completions", "POST"): ChatCompletionRequest,
-    ("/v1/chat/completions/input_tokens", "POST"): ChatCompletionRequest,
-    ("/chat/completions/input_tokens", "POST"): ChatCompletionRequest,
+    ("/v1/chat/completions", "POST"): ChatRequest,
+    ("/chat/completions", "POST"): ChatRequest,
+    ("/v1/chat/completions/input_tokens", "POST"): ChatRequest,
+    ("/chat/completions/input_tokens", "POST"): ChatRequest,
     ("/v1/responses", "POST"): ResponsesRequest,
     ("/responses", "POST"): ResponsesRequest,
     ("/v1/responses/input_tokens", "POST"): ResponsesRequest,

@@ -23,10 +23,8 @@ from ..server import token_state
 from ..server.async_reader import AsyncReader
 from ..server.chat import openai_chat_fields
 from ..server.engine import Engine
-from ..server.media import chat_media
 from ..server.params import DEFAULT_SEED
 from ..server.results import CompletionFinal, EmbeddingVectors, Indexed, expect
-from ..server.sampling import schema_or_any_object
 from ..server.task import CompletionTask
 from . import shapes
 from .answers import ChatAnswer, CompletionAnswer, raise_for_error
@@ -208,31 +206,17 @@ class Llama:
             body["grammar"] = self._checked_grammar(grammar)
         if logprobs:
             body.update(logprobs=True, top_logprobs=max(top_logprobs or 0, 1))
-        fields = openai_chat_fields(body)
-        files: list[bytes] = []
-        if (projector := self._engine.projector) is not None:  # media parts: markers in, files aside
-            # in-process, a file:// URL may name any file this process can read
-            fields["messages"], files = chat_media(fields["messages"], projector.marker, media_path="/")
-        if "json_schema" in fields:  # a schema llama.cpp cannot convert is a GrammarError, before rendering
-            LlamaGrammar.from_json_schema(fields["json_schema"])
-        forced = _forced_function(tools, tool_choice)
-        rendered, parse = self._engine.render_chat_request(fields)
-        if forced is not None and "grammar" not in rendered:
-            # the template has no tool-call format: the whole answer is the named function's
-            # arguments, constrained by its schema (as llama-cpp-python does)
-            fields = {k: v for k, v in fields.items() if k not in ("tools", "tool_choice", "grammar")}
-            fields["json_schema"] = schema_or_any_object(forced.get("parameters", {}))
-            rendered, parse = self._engine.render_chat_request(fields)
-        else:
-            forced = None
-        stops = [*fields["stop"], *rendered.pop("additional_stops"), *self._turn_stops]
-        request = {**fields, **rendered, "stop": stops}
-        if files:
-            request["prompt"] = {"prompt_string": request["prompt"], "multimodal_data": files}
-        tasks = self._engine.tasks.make_tasks(request, request["prompt"])
+        if response_format is not None:  # a schema llama.cpp cannot convert is a GrammarError, up front
+            schema = openai_chat_fields({"response_format": response_format}).get("json_schema")
+            if schema is not None:
+                LlamaGrammar.from_json_schema(schema)
+        # the engine's one chat path, as the HTTP routes take it; in-process, a file:// URL may
+        # name any file this process can read, and a forced function works as in llama-cpp-python
+        chats = self._engine.chats
+        plan = chats.plan(body, media_path="/", extra_stops=self._turn_stops, force_named_tool=True)
         head = shapes.Head(model or self.model_path, prefix="chatcmpl-")
         n_top = (top_logprobs or 0) if logprobs else None
-        return tasks, ChatAnswer(head, parse, n_top, forced["name"] if forced else None)
+        return chats.tasks(plan), ChatAnswer(head, plan.parse, n_top, plan.forced)
 
     # --- embeddings ---------------------------------------------------------------------------
     def create_embedding(self, input: str | list[str], model: str | None = None) -> EmbeddingResponse:  # noqa: A002
@@ -344,17 +328,6 @@ class Llama:
         async for res in self._aresults(tasks):
             for chunk in answer.chunks(res):
                 yield chunk
-
-
-def _forced_function(tools: list[dict[str, Any]] | None, tool_choice: Any) -> dict[str, Any] | None:
-    """The function a ``tool_choice`` names (``{"type": "function", "function": {"name": ...}}``)."""
-    if not isinstance(tool_choice, dict):
-        return None
-    name = (tool_choice.get("function") or {}).get("name")
-    for tool in tools or []:
-        if tool.get("type") == "function" and tool.get("function", {}).get("name") == name:
-            return dict(tool["function"])
-    raise ValueError(f"Tool choice '{name}' not found in tools.")
 
 
 def _unknown_turn_ends(engine: Engine) -> list[str]:

@@ -19,6 +19,7 @@ import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 from .. import rpc
 from .._native import hold_on_abort
 from ..queue import ResponseReader, Result, Task, TaskType
+from .chat_request import ChatPlanner
 from .config import EngineConfig
 from .context import ServerContext
 from .embedding import EmbeddingTask
@@ -67,6 +68,7 @@ class Engine:
             ),
             core.eog_tokens,
         )
+        self.chats = ChatPlanner(core.chat, self.tasks, core.projector, config.defaults.reasoning_budget_message or "")
         self.info = self.describe(config.model.path)
         self.failure: str | None = None  # why the engine stopped for good (see _on_abort)
         self._release_abort_hold: Callable[[], None] | None = None
@@ -151,15 +153,6 @@ class Engine:
         """The prompt for a chat, in the server's chat template (``--chat-template``), else the
         model's, else ChatML."""
         return self.chat.render({"messages": messages})[0]["prompt"]
-
-    def render_chat_request(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A chat request's llama-server fields (prompt, tool-call grammar, stops) and the
-        parameters to read the answer back with; see ``chat.Chat.render``."""
-        fields, parse = self.chat.render(body)
-        if "reasoning_budget_end_tags" in fields and "reasoning_budget_message" not in fields:
-            # a chat always forces its end tag when the budget is spent, after the server's message
-            fields["reasoning_budget_message"] = self.defaults.reasoning_budget_message or ""
-        return fields, parse
 
     def describe(self, model_path: str | os.PathLike[str]) -> dict[str, Any]:
         """What ``/props`` and ``/v1/models`` tell about the served model."""
