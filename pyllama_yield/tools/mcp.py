@@ -359,10 +359,21 @@ class McpServers:
             log.warning("MCP: closing servers: %s", exc)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(CLOSE_TIMEOUT_S)
+        _join_child_waiters(CLOSE_TIMEOUT_S)
 
     async def _close_all(self) -> None:
         await asyncio.gather(*(c.close() for c in self._connections.values()), return_exceptions=True)
         self._connections.clear()
+
+
+def _join_child_waiters(timeout_s: float) -> None:
+    """Wait (bounded) for asyncio's per-child ``waitpid`` threads (its threaded child watcher,
+    before Python 3.12): each ends once its server process, stopped above, has been reaped; a
+    busy machine may not have run it yet when the servers are closed."""
+    deadline = time.monotonic() + timeout_s
+    for t in threading.enumerate():
+        if t.name.startswith("asyncio-waitpid-"):
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 class McpTool(Tool):
