@@ -161,6 +161,10 @@ class ServerContext:
             yield_decode=config.limits.yield_decode,
             add_bos=self.vocab.add_bos,
         )
+        self._handlers = self._task_handlers(config)
+
+    def _task_handlers(self, config: EngineConfig) -> dict[TaskType, Callable[[Task], Result | None]]:
+        """What the loop does with each task that needs the slots."""
         files = SlotFiles(
             self.slots, self.kv, self.media, n_ctx_slot=self.n_ctx_slot, has_projector=self.projector is not None
         )
@@ -179,7 +183,7 @@ class ServerContext:
             unified_kv=self._ctx_args["kv_unified"],
             chunk_reuse=not self.drafter.active and self.projector is None,
         )
-        self._handlers: dict[TaskType, Callable[[Task], Result | None]] = {
+        return {
             TaskType.COMPLETION: starter.completion,
             TaskType.EMBEDDING: starter.embedding,
             TaskType.SLOT_SAVE: files.save,
