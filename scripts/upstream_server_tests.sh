@@ -104,6 +104,7 @@ for f in "$@"; do
 done
 
 # Per-test outcomes from the JUnit XML (or the -v log if pytest was killed), table, JSON.
+UPSTREAM_FLAGS="model=$(basename "$model") mmproj=${mmproj:+$(basename "$mmproj")} slow=${SLOW_TESTS:-0} test_timeout=$test_timeout file_timeout=$file_timeout" \
 "$py" - "$logs" "$json" "$targets" "$@" <<'EOF'
 import json, re, subprocess, sys, time, xml.etree.ElementTree as ET
 from pathlib import Path
@@ -134,7 +135,10 @@ def outcomes(target, f):
         res["<file>"] = ("failed", "no JUnit XML: pytest killed by the per-file timeout")
     return res
 
-result = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "targets": targets, "files": {}}
+import os, platform
+flags = dict(kv.split("=", 1) for kv in os.environ.get("UPSTREAM_FLAGS", "").split())
+machine = {"system": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()}
+result = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "targets": targets, "flags": flags, "machine": machine, "files": {}}
 try:
     result["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 except OSError:
