@@ -99,25 +99,6 @@ def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - 
     return Engine(engine_config(settings, str(path)), progress=ProgressBar(f"loading {path.name}", cancel))
 
 
-def _listen(hosts: list[str], port: int) -> list | None:
-    """Sockets for several ``--host`` addresses (comma-separated, as llama-server takes them);
-    None for one, which uvicorn binds itself."""
-    if len(hosts) <= 1:
-        return None
-    import socket
-
-    socks = []
-    for host in hosts:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind((host, port))
-        socks.append(sock)
-    return socks
-
-
 def _server_tools(settings):  # noqa: ANN001, ANN202 - imported lazily
     """What ``/tools`` serves: the ``--tools`` built-ins and the MCP servers' tools (their warm-up
     runs here, before the server listens); None when neither is configured. Raises ValueError
@@ -151,40 +132,12 @@ def _server_tools(settings):  # noqa: ANN001, ANN202 - imported lazily
     return tools
 
 
-def _uvicorn_server(app, settings, port: int, on_exit=None):  # noqa: ANN001, ANN202 - imported lazily
-    """``on_exit``: called as soon as a stop is asked for (before open connections are drained)."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001
-            if on_exit is not None:
-                on_exit()
-            super().handle_exit(sig, frame)
-
-    log_level = "critical" if settings.log_disable else "info" if settings.verbose else settings.log_level
-    return Server(
-        uvicorn.Config(
-            app,
-            host=settings.host,
-            port=port,
-            log_level=log_level,
-            timeout_graceful_shutdown=5,
-            # h11, even where httptools is installed: httptools lower-cases header names, and
-            # llama-server's clients see its case (Access-Control-Allow-Origin, ...)
-            http="h11",
-            # asyncio, even where uvloop is installed (uvicorn's default would take it): uvloop
-            # measured no faster here (benchmarks/ab/loop-asyncio-uvloop.json), and the server
-            # then runs the same wherever it is installed
-            loop="asyncio",
-        )
-    )
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: F401 - only to say which extra is missing
 
         from pyllama_yield.api import build_app
+        from pyllama_yield.api.http_server import listen_sockets, uvicorn_server
     except ImportError as exc:
         print(f"serve needs the server extra: pip install 'pyllama-yield[server]' ({exc})", file=sys.stderr)
         return 2
@@ -196,8 +149,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.verbose:
         _log_debug()
     from pyllama_yield.api import gcp
+    from pyllama_yield.router.serve import is_router, serve_router
 
     port = gcp.port(settings.port)  # Vertex AI tells the port with AIP_HTTP_PORT
+    if is_router(settings):
+        return serve_router(settings, {k: v for k, v in vars(args).items() if k in type(settings).model_fields}, port)
     try:
         tools = _server_tools(settings)
     except ValueError as exc:
@@ -207,7 +163,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # request (/health too) gets 503 "Loading model".
     app = build_app(None, settings, tools=tools)
     state = app.state.pyllama
-    server = _uvicorn_server(app, settings, port, on_exit=tools.shutdown if tools else None)
+    server = uvicorn_server(app, settings, port, on_exit=tools.shutdown if tools else None)
     shutting_down = threading.Event()
     failure: list[BaseException] = []
 
@@ -238,7 +194,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
         loader.start()
-        server.run(sockets=_listen(settings.hosts, port))  # returns on Ctrl-C / SIGTERM or a failed load
+        server.run(sockets=listen_sockets(settings.hosts, port))  # returns on Ctrl-C / SIGTERM or a failed load
         shutting_down.set()  # a load still running gives up at its next progress report
         loader.join()
     return _exit_code(failure, state)

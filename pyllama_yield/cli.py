@@ -20,7 +20,7 @@ from pydantic.fields import FieldInfo
 from .server.config import EngineConfig
 from .settings import ServerSettings, UnsupportedFlagError
 
-__all__ = ["add_settings_arguments", "engine_config", "settings_from_args"]
+__all__ = ["add_settings_arguments", "engine_config", "flags_for", "settings_from_args"]
 
 
 def _value_type(annotation: Any) -> Any:
@@ -60,6 +60,26 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(*flags, action="append", **common)
         else:
             parser.add_argument(*flags, type=kind, **common)
+
+
+def flags_for(values: dict[str, Any]) -> list[str]:
+    """The command line that gives these settings (by field name): what ``add_settings_arguments``
+    parses back into them. A bool set to False uses its ``--no-`` form."""
+    out: list[str] = []
+    for name, value in values.items():
+        extra = _flag_info(ServerSettings.model_fields[name])
+        flag = extra["flags"][-1]
+        if isinstance(value, bool):
+            if value:
+                out.append(flag)
+            elif extra["neg"]:
+                out.append(extra["neg"][-1])
+        elif isinstance(value, list):
+            for item in value:
+                out += [flag, str(item)]
+        elif value is not None:
+            out += [flag, str(value)]
+    return out
 
 
 def settings_from_args(args: argparse.Namespace) -> ServerSettings:

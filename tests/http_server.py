@@ -28,17 +28,22 @@ def free_port() -> int:
 
 
 def start_server(model: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    gpu = ["-ngl", GPU_LAYERS] if GPU_LAYERS and "-ngl" not in args else []
+    return start_serve(["-m", str(model), *args, *gpu], cwd=model.parent)
+
+
+def start_serve(args: list[str], cwd: Path) -> tuple[subprocess.Popen, str]:
+    """``serve ARGS`` (a router, when they name no model), ready once its /health answers 200."""
     port = int(args[args.index("--port") + 1]) if "--port" in args else free_port()
     # the log goes to a file, not a pipe: a pipe nobody reads fills up (64 KiB) and then blocks
     # the server's next log line, which would look like a hung server
     log = tempfile.NamedTemporaryFile("w+", prefix="pyllama-serve-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pyllama_yield", "serve", "-m", str(model), "--port", str(port), *args]
-        + (["-ngl", GPU_LAYERS] if GPU_LAYERS and "-ngl" not in args else []),
+        [sys.executable, "-m", "pyllama_yield", "serve", *([] if "--port" in args else ["--port", str(port)]), *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
-        cwd=model.parent,
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO)},  # the checkout's code, as the tests import it
     )
     log.close()

@@ -35,6 +35,7 @@ from . import (
     tools,
 )
 from .app_state import AppState
+from .auth import authorized
 from .errors import ApiError, error_response
 from .middleware import ServerMiddleware
 from .streams import CONVERSATION_HEADER, RESUMABLE_PATHS
@@ -50,12 +51,8 @@ def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
 
     async def wrapped(request: Request) -> Response:
         state: AppState = request.app.state.pyllama
-        keys = state.settings.api_keys
-        if keys and not public:
-            auth = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
-            given = auth[7:] if auth.startswith("Bearer ") else auth
-            if given not in keys:
-                return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
+        if not public and not authorized(request, state.settings.api_keys):
+            return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
         try:
             if wakes and state.engine.is_sleeping:
                 await state.bridge.run(state.engine.wait_until_awake)

@@ -3,6 +3,7 @@ per-request sampling defaults, from one definition (``ServerSettings``; its fiel
 this package's modules)."""
 
 from .fields import UnsupportedFlagError
+from .router import ROUTER_FIELDS
 from .server import ServerSettings
 
-__all__ = ["ServerSettings", "UnsupportedFlagError"]
+__all__ = ["ROUTER_FIELDS", "ServerSettings", "UnsupportedFlagError"]

@@ -17,11 +17,12 @@ from .chat import ChatSettings
 from .defaults import RequestDefaults
 from .fields import NOT_YET, UnsupportedFlagError, arg, lora_scaled
 from .limits import ServerLimits
+from .router import RouterSettings
 
 __all__ = ["ServerSettings"]
 
 
-class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings):
+class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings, RouterSettings):
     """llama-server's options that matter to a server, with its defaults."""
 
     # only llama-server's LLAMA_ARG_* names (the aliases) and PYLLAMA_* ones are read from the environment
@@ -163,7 +164,9 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings)
     path: str | None = arg(
         None, "--path", env="LLAMA_ARG_STATIC_PATH", help="serve the page's static files from this folder instead"
     )
-    offline: bool = arg(False, "--offline", env="LLAMA_ARG_OFFLINE", help="no model downloads (this server makes none)")
+    offline: bool = arg(
+        False, "--offline", env="LLAMA_ARG_OFFLINE", help="no model downloads: the cache only (router mode: its models)"
+    )
     verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
     log_disable: bool = arg(False, "--log-disable", help="no logs")
     log_level: str = arg("warning", "--log-level", help="uvicorn's log level")

@@ -1,0 +1,219 @@
+"""The router's HTTP side, with llama-server's router contract: ``/models`` (each model's status),
+``/models/load`` and ``/models/unload``, ``/props`` with ``role: router``, and every model route
+passed to the model's own ``serve`` — a POST by its body's ``model``, a GET by ``?model=`` —
+streamed through as it comes. The API key is checked here; the models' processes take none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+import pyllama_yield._build_config as _build_config  # absolute: see _native.py
+
+from ..api.auth import authorized
+from ..api.errors import ApiError, error_response
+from ..api.middleware import ServerMiddleware
+from ..settings import ServerSettings
+from .instances import Instance
+from .registry import ModelRouter, RouterError
+
+__all__ = ["build_router_app"]
+
+log = logging.getLogger("pyllama_yield.router")
+
+# the routes a model serves, passed on by the router (llama-server's list)
+PROXIED_POST = (
+    "/completion", "/completions", "/v1/completions", "/chat/completions", "/v1/chat/completions",
+    "/v1/responses", "/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/embedding",
+    "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/tokenize",
+    "/detokenize", "/apply-template", "/chat/completions/input_tokens", "/v1/chat/completions/input_tokens",
+    "/responses/input_tokens", "/v1/responses/input_tokens", "/lora-adapters", "/slots/{id_slot}",
+)  # fmt: skip
+PROXIED_GET = ("/metrics", "/lora-adapters", "/slots")
+# hop-by-hop and recomputed headers, not passed on either way
+_DROP_REQUEST = {"host", "content-length", "transfer-encoding", "accept-encoding", "connection"}
+_DROP_RESPONSE = {"server", "content-length", "transfer-encoding", "connection", "keep-alive", "date"}
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _autoload(request: Request) -> bool | None:
+    """``?autoload=``: true for "true" or "1", false for anything else, the flag's when absent."""
+    value = request.query_params.get("autoload")
+    return None if not value else value in ("true", "1")
+
+
+def model_json(inst: Instance) -> dict[str, Any]:
+    """One model of ``GET /models``, as llama-server lists it."""
+    status: dict[str, Any] = {
+        "value": "loading" if inst.queued and not inst.running else inst.status,
+        "args": inst.command(inst.port if inst.running else 0),
+    }
+    if not inst.running and inst.exit_code:
+        status.update(exit_code=inst.exit_code, failed=True)
+    e = inst.entry
+    return {
+        "id": e.id,
+        "aliases": e.aliases,
+        "tags": e.tags,
+        "object": "model",
+        "owned_by": "llamacpp",
+        "created": int(time.time()),
+        "status": status,
+        "architecture": {
+            "input_modalities": ["text", "image"] if e.has_projector else ["text"],
+            "output_modalities": ["text"],
+        },
+        "source": e.source,
+        "can_remove": e.source == "cache",
+    }
+
+
+class RouterRoutes:
+    """The handlers, over one router and one HTTP client to the models' processes."""
+
+    def __init__(self, router: ModelRouter, settings: ServerSettings) -> None:
+        self.router = router
+        self.settings = settings
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(settings.timeout, connect=10))
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def props(self, request: Request) -> Response:
+        if request.method == "GET" and "model" not in request.query_params:
+            return JSONResponse(
+                {
+                    "role": "router",
+                    "max_instances": self.router.models_max,
+                    "models_autoload": self.router.autoload,
+                    "model_alias": "llama-server",
+                    "model_path": "none",
+                    "default_generation_settings": {"params": {}, "n_ctx": 0},
+                    "build_info": f"b{_build_config.LLAMA_BUILD_NUMBER}-{_build_config.LLAMA_COMMIT}",
+                }
+            )
+        return await (self.proxy_get if request.method == "GET" else self.proxy_post)(request)
+
+    async def models(self, request: Request) -> Response:
+        if request.query_params.get("reload"):
+            self.router.reload()
+        data = [model_json(i) for i in self.router.instances.values()]
+        return JSONResponse({"data": data, "object": "list"})
+
+    async def load(self, request: Request) -> Response:
+        inst = self.router.find(str((await _json(request)).get("model", "")))
+        if inst is None:
+            raise ApiError("model is not found", 404, "not_found_error")
+        self.router.load_in_background(inst)
+        return JSONResponse({"success": True})
+
+    async def unload(self, request: Request) -> Response:
+        inst = self.router.find(str((await _json(request)).get("model", "")))
+        if inst is None:
+            raise ApiError("model is not found")
+        await self.router.unload(inst)
+        return JSONResponse({"success": True})
+
+    async def proxy_post(self, request: Request) -> Response:
+        body = await request.body()
+        try:
+            name = json.loads(body or b"{}").get("model") if body else None
+        except (ValueError, AttributeError):
+            raise ApiError("the request body is not a JSON object") from None
+        return await self._proxy(request, name, body)
+
+    async def proxy_get(self, request: Request) -> Response:
+        return await self._proxy(request, request.query_params.get("model"), b"")
+
+    async def _proxy(self, request: Request, name: Any, body: bytes) -> Response:
+        inst = await self.router.ready(self.router.resolve(name), _autoload(request))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
+        url = inst.url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        upstream = self.client.build_request(request.method, url, headers=headers, content=body)
+        self.router.begin(inst)
+        try:
+            answer = await self.client.send(upstream, stream=True)
+        except httpx.HTTPError as exc:
+            self.router.end(inst)
+            raise ApiError(f"proxy error: {exc}", 500, "server_error") from None
+
+        async def done() -> None:
+            await answer.aclose()
+            self.router.end(inst)
+
+        kept = {k: v for k, v in answer.headers.items() if k.lower() not in _DROP_RESPONSE}
+        return StreamingResponse(
+            answer.aiter_raw(), status_code=answer.status_code, headers=kept, background=BackgroundTask(done)
+        )
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        raise ApiError("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    return body
+
+
+def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
+    async def wrapped(request: Request) -> Response:
+        if not public and not authorized(request, keys):
+            return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
+        try:
+            return await fn(request)
+        except RouterError as exc:
+            return error_response(ApiError(str(exc), exc.status, exc.kind))
+        except ApiError as exc:
+            return error_response(exc)
+        except Exception as exc:  # our own fault: a 500 in the error shape, the traceback in the log
+            log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(ApiError(f"{type(exc).__name__}: {exc}", 500, "server_error"))
+
+    return wrapped
+
+
+def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette:
+    h = RouterRoutes(router, settings)
+    keys = settings.api_keys
+    table: list[tuple[str, Handler, list[str], bool]] = [
+        ("/health", h.health, ["GET"], True),
+        ("/v1/health", h.health, ["GET"], True),
+        ("/props", h.props, ["GET", "POST"], False),
+        ("/models", h.models, ["GET"], False),
+        ("/v1/models", h.models, ["GET"], False),
+        ("/models/load", h.load, ["POST"], False),
+        ("/models/unload", h.unload, ["POST"], False),
+        *((path, h.proxy_post, ["POST"], False) for path in PROXIED_POST),
+        *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
+    ]
+    routes = [Route(path, _endpoint(fn, keys, public), methods=methods) for path, fn, methods, public in table]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        for inst in router.instances.values():  # load-on-startup, in the background
+            if inst.entry.load_on_startup:
+                router.load_in_background(inst)
+        try:
+            yield
+        finally:
+            await router.stop_all()
+            await h.client.aclose()
+
+    middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_allowed, unavailable=lambda: None)]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

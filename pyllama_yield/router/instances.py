@@ -1,0 +1,139 @@
+"""One model's own ``serve`` process, as llama-server's router runs one per model: on a free local
+port, started on demand, ready once its ``/health`` answers 200, stopped with SIGTERM (SIGKILL
+after the model's stop timeout). A model that crashes takes down only its own process; the router
+sees the exit and the next request starts it again. The process gets SIGTERM when the router
+dies (Linux's parent-death signal), so no model outlives its router.
+
+Event-loop side only: the process is polled, never waited on by a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from .sources import ModelEntry
+
+__all__ = ["Instance", "LoadFailed"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+class LoadFailed(RuntimeError):
+    """The model's process exited, or never became ready, while it loaded."""
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the router's shutdown stops its children
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Instance:
+    """A model of the router and its process, if one runs. ``status``: "unloaded", "loading" or
+    "loaded"; ``exit_code``: how its last process ended when it ended on its own."""
+
+    def __init__(self, entry: ModelEntry, base_args: list[str]) -> None:
+        self.entry = entry
+        self.base_args = base_args  # the router's own flags: they win over the model's
+        self.status = "unloaded"
+        self.exit_code: int | None = None
+        self.port = 0
+        self.last_used = 0.0
+        self.n_busy = 0  # requests in flight through the router
+        self.queued = False  # POST /models/load asked for it; it waits for room (shown as "loading")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopping = False
+
+    def command(self, port: int) -> list[str]:
+        own = ["--host", "127.0.0.1", "--port", str(port), "--alias", self.entry.id]
+        return [sys.executable, "-m", "pyllama_yield", "serve", *self.entry.args(), *self.base_args, *own]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        self.refresh()
+        return self.status != "unloaded"
+
+    def refresh(self) -> None:
+        """Notice a process that ended on its own (crashed, killed, failed to load)."""
+        proc = self._proc
+        if proc is None or self._stopping:
+            return
+        code = proc.poll()
+        if code is not None:
+            self._proc = None
+            self.status = "unloaded"
+            self.exit_code = 128 - code if code < 0 else code  # a signal, as a shell reports it
+
+    async def start(self, timeout_s: float = 600) -> None:
+        """Start the process and wait until it serves; :class:`LoadFailed` when it exits first."""
+        self.port = _free_port()
+        self.status, self.exit_code, self.last_used = "loading", None, time.monotonic()
+        self._proc = subprocess.Popen(
+            self.command(self.port), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, close_fds=True
+        )
+        deadline = time.monotonic() + timeout_s
+        async with httpx.AsyncClient(timeout=2) as client:
+            while True:
+                self.refresh()
+                if self._proc is None:
+                    raise LoadFailed(f"model name={self.entry.id} failed to load")
+                try:
+                    if (await client.get(f"{self.url}/health")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass  # not listening yet
+                if time.monotonic() > deadline:
+                    await self.stop()
+                    self.exit_code = 1
+                    raise LoadFailed(f"model name={self.entry.id} failed to load")
+                await asyncio.sleep(0.05)
+        self.status = "loaded"
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL after the model's stop timeout; the model is unloaded after."""
+        proc, self._stopping = self._proc, True
+        try:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                deadline = time.monotonic() + self.entry.stop_timeout_s
+                while proc.poll() is None and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                if proc.poll() is None:
+                    proc.kill()
+                    while proc.poll() is None:
+                        await asyncio.sleep(0.02)
+        finally:
+            self._proc, self._stopping = None, False
+            self.status = "unloaded"
+
+    def kill_now(self) -> None:
+        """At the router's exit: end the process without waiting for the event loop."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(self.entry.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._proc = None
+        self.status = "unloaded"

@@ -1,0 +1,150 @@
+"""The router's models and their processes: which one a name means, loading on demand, at most
+``--models-max`` running (the least recently used idle one is evicted for a new one; a model with
+requests in flight never is), requests waiting for a model served in arrival order.
+
+Event-loop side only (asyncio primitives, no threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .instances import Instance, LoadFailed
+from .sources import ModelEntry
+
+__all__ = ["ModelRouter", "RouterError"]
+
+
+class RouterError(Exception):
+    """A request the router refuses: ``status`` and llama-server's words and error type."""
+
+    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+class ModelRouter:
+    def __init__(
+        self,
+        discover: Callable[[], dict[str, ModelEntry]],
+        base_args: list[str],
+        models_max: int,
+        autoload: bool,
+    ) -> None:
+        """``discover``: the models' sources, read now and again on ``reload``."""
+        self._discover = discover
+        self.base_args = base_args
+        self.models_max = models_max
+        self.autoload = autoload
+        self.instances: dict[str, Instance] = {}
+        self._aliases: dict[str, str] = {}
+        self._admission = asyncio.Lock()  # asyncio's lock wakes its waiters in arrival order
+        self._idle = asyncio.Event()  # a model's last request ended: it may be evicted now
+        self._tasks: set[asyncio.Task[None]] = set()  # loads asked with POST /models/load
+        self.reload()
+
+    # --- the models ---------------------------------------------------------------------------
+    def reload(self) -> None:
+        """Read the sources again: new models are added, gone ones dropped (a running one keeps
+        running until it is unloaded), the others get their new flags."""
+        entries = self._discover()
+        for name, entry in entries.items():
+            inst = self.instances.get(name)
+            if inst is None:
+                self.instances[name] = Instance(entry, self.base_args)
+            else:
+                inst.entry = entry
+                if not inst.running:
+                    inst.exit_code = None  # llama-server: a reload clears a stopped model's failure
+        for name in [n for n in self.instances if n not in entries and not self.instances[n].running]:
+            del self.instances[name]
+        self._aliases = {a: name for name, i in self.instances.items() for a in i.entry.aliases}
+
+    def find(self, name: str) -> Instance | None:
+        inst = self.instances.get(name) or self.instances.get(self._aliases.get(name, ""))
+        return inst
+
+    def resolve(self, name: Any) -> Instance:
+        """The model a request names (llama-server's words for a missing or unknown one)."""
+        if not isinstance(name, str) or not name:
+            raise RouterError("model name is missing from the request")
+        inst = self.find(name)
+        if inst is None:
+            raise RouterError(f"model '{name}' not found")
+        return inst
+
+    def _running(self) -> list[Instance]:
+        return [i for i in self.instances.values() if i.running]
+
+    # --- loading ------------------------------------------------------------------------------
+    async def ready(self, inst: Instance, autoload: bool | None = None) -> Instance:
+        """``inst`` loaded, loading it first if it is not (and autoload allows it)."""
+        if inst.running and inst.status == "loaded":
+            return inst
+        if not (self.autoload if autoload is None else autoload) and not inst.running:
+            raise RouterError("model is not loaded")
+        async with self._admission:
+            if not (inst.running and inst.status == "loaded"):
+                await self._make_room(inst)
+                try:
+                    await inst.start()
+                except LoadFailed as exc:
+                    raise RouterError(str(exc), 500, "server_error") from None
+        return inst
+
+    async def _make_room(self, wanted: Instance) -> None:
+        """Evict least recently used idle models until ``wanted`` fits; wait for a busy one to
+        finish when every running model has requests in flight."""
+        if self.models_max <= 0:
+            return
+        while len([i for i in self._running() if i is not wanted]) >= self.models_max:
+            idle = [i for i in self._running() if i is not wanted and i.n_busy == 0 and i.status == "loaded"]
+            if idle:
+                await min(idle, key=lambda i: i.last_used).stop()
+                continue
+            self._idle.clear()
+            await self._idle.wait()
+
+    def load_in_background(self, inst: Instance) -> None:
+        """``POST /models/load``: answered at once; the model shows "loading", then "loaded"."""
+        if inst.running or inst.queued:
+            raise RouterError("model is already running")
+        inst.queued, inst.exit_code = True, None
+        task = asyncio.get_running_loop().create_task(self._load_quietly(inst))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _load_quietly(self, inst: Instance) -> None:
+        try:
+            with contextlib.suppress(RouterError):  # a failure shows in GET /models
+                await self.ready(inst, autoload=True)
+        finally:
+            inst.queued = False
+
+    async def unload(self, inst: Instance) -> None:
+        if not inst.running:
+            raise RouterError("model is not running")
+        await inst.stop()
+        self._idle.set()
+
+    def begin(self, inst: Instance) -> None:
+        """A request in flight on ``inst`` (until :meth:`end`): it is not evicted meanwhile."""
+        inst.n_busy += 1
+        inst.last_used = time.monotonic()
+
+    def end(self, inst: Instance) -> None:
+        inst.n_busy -= 1
+        if inst.n_busy == 0:
+            self._idle.set()
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(i.stop() for i in self._running()), return_exceptions=True)
+
+    def kill_all(self) -> None:
+        for inst in self.instances.values():
+            inst.kill_now()

@@ -1,0 +1,52 @@
+"""``serve`` in router mode: no model of its own, the models of ``--models-dir``, ``--models-preset``
+and the download cache, each in its own ``serve`` process started on demand."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Any
+
+from ..api.http_server import listen_sockets, uvicorn_server
+from ..cli import flags_for
+from ..settings import ROUTER_FIELDS, ServerSettings
+from .app import build_router_app
+from .registry import ModelRouter
+from .sources import PresetError, collect
+
+__all__ = ["is_router", "serve_router"]
+
+# the router's own flags, and those each model's process gets from the router instead
+_NOT_PASSED_ON = ROUTER_FIELDS - {"offline"} | {
+    "model", "mmproj", "hf_repo", "hf_file", "alias", "tags", "host", "port", "api_key",
+}  # fmt: skip
+
+
+def is_router(settings: ServerSettings) -> bool:
+    """No model, and a router flag given (on the command line or in the environment)."""
+    return settings.model is None and bool(settings.model_fields_set & ROUTER_FIELDS)
+
+
+def serve_router(settings: ServerSettings, given: dict[str, Any], port: int) -> int:
+    """Serve until SIGTERM / Ctrl-C; every model process is stopped before this returns.
+    ``given``: the flags of the command line, passed on to every model (its preset's lose)."""
+    base_args = flags_for({k: v for k, v in given.items() if k not in _NOT_PASSED_ON})
+    try:
+        router = ModelRouter(lambda: collect(settings), base_args, settings.models_max, settings.models_autoload)
+    except (PresetError, ValueError) as exc:
+        print(f"error: failed to initialize router models: {exc}", file=sys.stderr)
+        return 1
+    names = ", ".join(router.instances) or "none yet"
+    print(f"router mode on {settings.host}:{port}: models load on demand ({names})", file=sys.stderr)
+    app = build_router_app(router, settings)
+    server = uvicorn_server(app, settings, port)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn re-raises them after its shutdown
+        signal.signal(sig, lambda *_: None)
+    try:
+        server.run(sockets=listen_sockets(settings.hosts, port))
+    finally:
+        router.kill_all()  # any model the lifespan could not stop
+    left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    print(f"shut down: {'threads left: ' + ', '.join(left) if left else 'no thread left'}", file=sys.stderr)
+    return 1 if left else 0
