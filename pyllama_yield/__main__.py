@@ -90,9 +90,27 @@ def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSet
     return path
 
 
+def _from_hub(settings):  # noqa: ANN001, ANN202 - ServerSettings, imported lazily
+    """``-hf``: the settings with the downloaded (or cached) model, and its projector unless
+    ``--mmproj`` or ``--no-mmproj`` says otherwise."""
+    from pyllama_yield import hub
+
+    got = hub.download(
+        settings.hf_repo,
+        settings.hf_file,
+        token=settings.hf_token,
+        offline=settings.offline,
+        mmproj=not settings.no_mmproj,
+    )
+    mmproj = settings.mmproj or (str(got.mmproj) if got.mmproj else None)
+    return settings.model_copy(update={"model": str(got.path), "mmproj": mmproj})
+
+
 def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
     from pyllama_yield.server import Engine
 
+    if settings.hf_repo and not settings.model:
+        settings = _from_hub(settings)
     path = _model_path(settings, stack)
     from pyllama_yield.cli import engine_config
 

@@ -57,6 +57,31 @@ class Llama:
         self._turn_stops = _unknown_turn_ends(self._engine)
         self._engine.start()
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        repo_id: str,
+        filename: str | None,
+        additional_files: list[str] | None = None,
+        local_dir: str | os.PathLike[str] | None = None,
+        local_dir_use_symlinks: bool | str = "auto",
+        cache_dir: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> Llama:
+        """llama-cpp-python's: the file of Hugging Face repo ``repo_id`` that the glob ``filename``
+        matches (exactly one), and ``additional_files`` (e.g. the other shards), downloaded through
+        ``huggingface_hub`` into its cache (``cache_dir``) or ``local_dir``; ``HF_HUB_OFFLINE=1``
+        reads the cache only. The other arguments go to :class:`Llama`."""
+        from ..hub import download_matching
+
+        if filename is None:
+            raise ValueError("filename is required: a glob that matches one GGUF file of the repo")
+        if local_dir_use_symlinks != "auto":  # huggingface_hub dropped it: refused, not ignored
+            raise ValueError("local_dir_use_symlinks is no longer supported by huggingface_hub")
+        cache = None if cache_dir is None else os.fspath(cache_dir)
+        paths = download_matching(repo_id, filename, additional_files, cache_dir=cache, local_dir=local_dir)
+        return cls(paths[0], **kwargs)
+
     # --- lifecycle ----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop the loop thread and free the model; calls waiting on it raise."""

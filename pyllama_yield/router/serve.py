@@ -24,8 +24,8 @@ _NOT_PASSED_ON = ROUTER_FIELDS - {"offline"} | {
 
 
 def is_router(settings: ServerSettings) -> bool:
-    """No model, and a router flag given (on the command line or in the environment)."""
-    return settings.model is None and bool(settings.model_fields_set & ROUTER_FIELDS)
+    """No model (``-m``, ``-hf``), and a router flag given (on the command line or in the environment)."""
+    return settings.model is None and settings.hf_repo is None and bool(settings.model_fields_set & ROUTER_FIELDS)
 
 
 def serve_router(settings: ServerSettings, given: dict[str, Any], port: int) -> int:

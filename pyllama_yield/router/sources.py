@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import configparser
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..hub import file_tag
 from ..settings import ServerSettings
 
 __all__ = ["ModelEntry", "PresetError", "collect", "hf_cache_models", "models_dir_models", "preset_models"]
 
 PRESET_ONLY = {"load-on-startup", "stop-timeout"}  # the router's own keys: never a flag of the model
-_SHARD = re.compile(r"^(.+)-(\d{5})-of-(\d{5})$")
-_TAG = re.compile(r"[-.]([A-Za-z0-9_]+)$")
 
 
 class PresetError(ValueError):
@@ -112,7 +110,7 @@ def hf_cache_models(cache_dir: str | None = None) -> dict[str, ModelEntry]:
             files = [f.file_path for f in revision.files if f.file_name.endswith(".gguf")]
             mmproj = next((f for f in files if "mmproj" in f.name), None)
             for f in sorted(files):
-                tag = _file_tag(f.name)
+                tag = file_tag(f.name)
                 if tag is None or "mmproj" in f.name:
                     continue
                 name = f"{repo.repo_id}:{tag}"
@@ -121,18 +119,6 @@ def hf_cache_models(cache_dir: str | None = None) -> dict[str, ModelEntry]:
                     flags["--mmproj"] = str(mmproj)
                 out.setdefault(name, ModelEntry(name, "cache", flags))
     return out
-
-
-def _file_tag(file_name: str) -> str | None:
-    """``stories-F32.gguf`` → ``F32``; a split model counts by its first shard only."""
-    stem = file_name.removesuffix(".gguf")
-    shard = _SHARD.match(stem)
-    if shard:
-        if shard[2] != "00001":
-            return None
-        stem = shard[1]
-    m = _TAG.search(stem)
-    return m[1].upper() if m else None
 
 
 def preset_models(path: str, known: dict[str, ModelEntry]) -> dict[str, ModelEntry]:

@@ -248,10 +248,18 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
         False, "--lora-init-without-apply", help="load LoRA adapters at scale 0 (apply them via POST /lora-adapters)"
     )
     hf_repo: str | None = arg(
-        None, "-hf", "-hfr", "--hf-repo", env="LLAMA_ARG_HF_REPO", supported="no downloads here: pass -m FILE"
+        None,
+        "-hf",
+        "-hfr",
+        "--hf-repo",
+        env="LLAMA_ARG_HF_REPO",
+        help="the model from Hugging Face: user/repo[:quant] (default quant Q4_K_M), with its mmproj",
     )
-    hf_file: str | None = arg(None, "-hff", "--hf-file", supported="no downloads here: pass -m FILE")
-    model_url: str | None = arg(None, "-mu", "--model-url", supported="no downloads here: pass -m FILE")
+    hf_file: str | None = arg(
+        None, "-hff", "--hf-file", env="LLAMA_ARG_HF_FILE", help="this file of the -hf repo (instead of the quant)"
+    )
+    hf_token: str | None = arg(None, "-hft", "--hf-token", help="Hugging Face token (default: $HF_TOKEN)")
+    model_url: str | None = arg(None, "-mu", "--model-url", supported="not built yet: use -hf, or -m FILE")
 
     @model_validator(mode="after")
     def _check_synth_rates(self) -> ServerSettings:

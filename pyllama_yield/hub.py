@@ -1,0 +1,182 @@
+"""Models from the Hugging Face Hub, through ``huggingface_hub`` (the field's library: its cache,
+its token, its endpoint), picked as llama.cpp's ``-hf user/repo[:quant]`` picks them.
+
+The file: ``-hff FILE`` names it; else the GGUF whose name ends in the quant (``model-Q8_0.gguf``
+for ``:Q8_0``, any case); with no quant Q4_K_M, then Q8_0, then the first GGUF. A split model comes
+with every shard; the repo's ``mmproj`` file comes along as the projector. Files go to the Hugging
+Face cache (``$LLAMA_CACHE`` if set, as llama.cpp's), where the router lists them and a second start
+finds them; ``offline`` reads the cache only. ``HF_ENDPOINT`` points at another hub (a mirror, or the
+tests' stand-in), ``HF_TOKEN`` or ``token`` authenticates.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["HubError", "HubModel", "download", "download_matching", "file_tag"]
+
+DEFAULT_QUANTS = ("Q4_K_M", "Q8_0")
+_SHARD = re.compile(r"^(.+)-(\d{5})-of-(\d{5})$")
+_TAG = re.compile(r"[-.]([A-Za-z0-9_]+)$")
+
+
+class HubError(ValueError):
+    """A model that cannot be had: no such repo or file, not in the cache offline, no network."""
+
+
+@dataclass(frozen=True)
+class HubModel:
+    path: Path  # the model file (the first shard of a split model)
+    mmproj: Path | None  # the repo's projector, if it has one
+
+
+def file_tag(file_name: str) -> str | None:
+    """The quant a GGUF file name ends in (``stories-F32.gguf`` → ``F32``); None for a shard but
+    the first of a split model, or a name without one."""
+    stem = Path(file_name).name.removesuffix(".gguf")
+    shard = _SHARD.match(stem)
+    if shard:
+        if shard[2] != "00001":
+            return None
+        stem = shard[1]
+    m = _TAG.search(stem)
+    return m[1].upper() if m else None
+
+
+def _cache_dir() -> str | None:
+    return os.environ.get("LLAMA_CACHE") or None
+
+
+def _offline(asked: bool) -> bool:
+    """``--offline``, or huggingface_hub's own ``HF_HUB_OFFLINE``. Offline, huggingface_hub is put
+    in its offline mode for the process: it then asks the Hub nothing, not even its own registry."""
+    offline = asked or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "on", "true", "yes")
+    if offline:
+        from huggingface_hub import constants
+
+        constants.HF_HUB_OFFLINE = True
+    return offline
+
+
+def _repo_files(repo: str, token: str | None, offline: bool, cache_dir: str | None = None) -> list[str]:
+    """The repo's files: from the Hub, or (offline) from the cached snapshot."""
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        if offline:
+            folder = Path(snapshot_download(repo, local_files_only=True, cache_dir=cache_dir or _cache_dir()))
+            return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        return sorted(HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=token).list_repo_files(repo))
+    except LocalEntryNotFoundError:
+        raise HubError(f"{repo}: not in the cache, and --offline forbids a download") from None
+    except RepositoryNotFoundError:
+        raise HubError(f"{repo}: no such model repository (or it needs a token: --hf-token / HF_TOKEN)") from None
+    except (HfHubHTTPError, OSError) as exc:
+        raise HubError(f"{repo}: cannot list its files: {exc}") from None
+
+
+def _pick(repo: str, files: list[str], quant: str | None, hf_file: str | None) -> list[str]:
+    """The model's file, and its other shards for a split model."""
+    ggufs = [f for f in files if f.endswith(".gguf") and "mmproj" not in Path(f).name.lower()]
+    if hf_file is not None:
+        if hf_file not in files:
+            raise HubError(f"{repo}: no file {hf_file!r} (its GGUF files: {', '.join(ggufs) or 'none'})")
+        chosen = hf_file
+    else:
+        wanted = [quant.upper()] if quant else list(DEFAULT_QUANTS)
+        tagged = {file_tag(f): f for f in ggufs if file_tag(f) is not None}
+        found = next((tagged[q] for q in wanted if q in tagged), None)
+        if found is None and quant is None and ggufs:
+            found = next((f for f in ggufs if not _SHARD.match(Path(f).stem) or "-00001-of-" in f), None)
+        if found is None:
+            have = ", ".join(sorted(t for t in tagged if t)) or "none"
+            raise HubError(f"{repo}: no GGUF file for quant {quant or '/'.join(wanted)} (quants here: {have})")
+        chosen = found
+    shard = _SHARD.match(Path(chosen).name.removesuffix(".gguf"))
+    if shard is None:
+        return [chosen]
+    prefix = chosen[: chosen.rindex(f"-{shard[2]}-of-")]
+    return sorted(f for f in files if f.startswith(prefix) and _SHARD.match(Path(f).stem))
+
+
+def _fetch(
+    repo: str,
+    files: list[str],
+    token: str | None,
+    offline: bool,
+    cache_dir: str | None = None,
+    local_dir: str | os.PathLike[str] | None = None,
+) -> list[Path]:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
+
+    if sys.stderr.isatty():  # a progress bar on a terminal, never in a log
+        enable_progress_bars()
+    else:
+        disable_progress_bars()
+    out = []
+    for f in files:
+        try:
+            path = hf_hub_download(
+                repo,
+                f,
+                token=token,
+                cache_dir=cache_dir or _cache_dir(),
+                local_dir=None if local_dir is None else os.fspath(local_dir),
+                local_files_only=offline,
+                endpoint=os.environ.get("HF_ENDPOINT"),
+            )
+        except LocalEntryNotFoundError:
+            raise HubError(f"{repo}/{f}: not in the cache, and --offline forbids a download") from None
+        except (HfHubHTTPError, OSError) as exc:
+            raise HubError(f"{repo}/{f}: download failed: {exc}") from None
+        out.append(Path(path))
+    return out
+
+
+def download(
+    spec: str, hf_file: str | None = None, *, token: str | None = None, offline: bool = False, mmproj: bool = True
+) -> HubModel:
+    """``user/repo[:quant]`` (``-hf``), or ``hf_file`` of that repo (``-hff``), downloaded (or
+    found in the cache) with its projector unless ``mmproj`` is False."""
+    repo, _, quant = spec.partition(":")
+    if repo.count("/") != 1:
+        raise HubError(f"-hf {spec}: expected user/repo[:quant]")
+    offline = _offline(offline)
+    files = _repo_files(repo, token, offline)
+    model = _pick(repo, files, quant or None, hf_file)
+    projectors = sorted(f for f in files if f.endswith(".gguf") and "mmproj" in Path(f).name.lower())
+    paths = _fetch(repo, model + projectors[:1] if mmproj else model, token, offline)
+    return HubModel(paths[0], paths[len(model)] if mmproj and projectors else None)
+
+
+def download_matching(
+    repo: str,
+    pattern: str,
+    extra: list[str] | None = None,
+    *,
+    token: str | None = None,
+    offline: bool = False,
+    cache_dir: str | None = None,
+    local_dir: str | os.PathLike[str] | None = None,
+) -> list[Path]:
+    """llama-cpp-python's ``from_pretrained`` rule: ``pattern`` (a glob) must match one file of the
+    repo; each of ``extra`` too. Returns their paths, the model's first."""
+    offline = _offline(offline)
+    files = _repo_files(repo, token, offline, cache_dir)
+    chosen = []
+    for glob in [pattern, *(extra or [])]:
+        matches = [f for f in files if fnmatch.fnmatch(f, glob)]
+        if len(matches) != 1:
+            listed = ", ".join(f for f in files if f.endswith(".gguf")) or "none"
+            what = "no file" if not matches else f"{len(matches)} files ({', '.join(matches)})"
+            raise HubError(f"{repo}: {what} match {glob!r}; its GGUF files: {listed}")
+        chosen.append(matches[0])
+    return _fetch(repo, chosen, token, offline, cache_dir, local_dir)

@@ -1,0 +1,116 @@
+"""Downloads from the Hugging Face Hub (``-hf``, ``Llama.from_pretrained``, the router's cache
+source) against a stand-in for the Hub inside the test (``hub_standin.py``): the files come from
+it once, a second start finds them in the cache, ``--offline`` never asks the Hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from http_server import start_serve, stop_server
+from hub_standin import running_hub
+
+from pyllama_yield.hub import HubError, _pick, file_tag
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path):
+    from pyllama_yield.testing import make_tiny_vision_model
+
+    vision, mmproj = make_tiny_vision_model(tmp_path_factory.mktemp("hubfiles"))
+    repos = {
+        "org/tiny-GGUF": {"tiny-Q8_0.gguf": tiny_model_path, "tiny-Q4_K_M.gguf": tiny_model_path},
+        "org/vision-GGUF": {"vision-Q8_0.gguf": vision, "mmproj-vision-f16.gguf": mmproj},
+    }
+    with running_hub(repos) as hub:
+        yield hub
+
+
+@pytest.fixture
+def cache(hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh download cache, and the Hub stand-in as the endpoint."""
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    hub.requests.clear()
+    return tmp_path / "cache"
+
+
+def serve_hf(cache: Path, *args: str) -> tuple[object, httpx.Client]:
+    proc, base = start_serve([*args, "-c", "256", "-np", "1", "-t", "1"], cache.parent)
+    return proc, httpx.Client(base_url=base, timeout=60)
+
+
+def test_serve_hf_downloads_once_then_the_cache_serves_even_offline(hub, cache):
+    proc, c = serve_hf(cache, "-hf", "org/tiny-GGUF:q8_0")  # the quant in any case, as llama.cpp
+    with c:
+        assert c.get("/props").json()["model_path"].endswith("tiny-Q8_0.gguf")
+        assert c.post("/completion", json={"prompt": "Hi", "n_predict": 2}).status_code == 200
+    stop_server(proc)  # type: ignore[arg-type]
+    assert hub.downloads("tiny-Q8_0.gguf") == 1 and hub.downloads("tiny-Q4_K_M.gguf") == 0
+    proc, c = serve_hf(cache, "-hf", "org/tiny-GGUF:Q8_0")
+    c.close()
+    stop_server(proc)  # type: ignore[arg-type]
+    assert hub.downloads("tiny-Q8_0.gguf") == 1  # the second start found it in the cache
+    asked = len(hub.requests)
+    proc, c = serve_hf(cache, "-hf", "org/tiny-GGUF:Q8_0", "--offline")
+    c.close()
+    stop_server(proc)  # type: ignore[arg-type]
+    assert len(hub.requests) == asked  # offline: not one request
+    with pytest.raises(RuntimeError, match="org/vision-GGUF: not in the cache, and --offline forbids a download"):
+        serve_hf(cache, "-hf", "org/vision-GGUF", "--offline")
+
+
+def test_the_default_quant_and_the_repos_projector(hub, cache):
+    proc, c = serve_hf(cache, "-hf", "org/vision-GGUF")  # no Q4_K_M here: Q8_0, with its mmproj
+    with c:
+        props = c.get("/props").json()
+        assert props["model_path"].endswith("vision-Q8_0.gguf") and props["modalities"]["vision"] is True
+    stop_server(proc)  # type: ignore[arg-type]
+    proc, c = serve_hf(cache, "-hf", "org/tiny-GGUF")
+    with c:
+        assert c.get("/props").json()["model_path"].endswith("tiny-Q4_K_M.gguf")
+    stop_server(proc)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match=r"no GGUF file for quant Q2_K \(quants here: Q4_K_M, Q8_0\)"):
+        serve_hf(cache, "-hf", "org/tiny-GGUF:Q2_K")
+
+
+def test_file_choice_rules():
+    files = ["a/m-Q8_0.gguf", "m-F16-00001-of-00002.gguf", "m-F16-00002-of-00002.gguf", "mmproj-m-f16.gguf", "x.txt"]
+    assert _pick("r", files, None, None) == ["a/m-Q8_0.gguf"]
+    assert _pick("r", files, "f16", None) == ["m-F16-00001-of-00002.gguf", "m-F16-00002-of-00002.gguf"]
+    assert _pick("r", files, None, "m-F16-00002-of-00002.gguf") == files[1:3]  # a shard brings its siblings
+    assert _pick("r", ["plain.gguf"], None, None) == ["plain.gguf"]  # no tag: the first GGUF
+    with pytest.raises(HubError, match="no file 'nope.gguf'"):
+        _pick("r", files, None, "nope.gguf")
+    assert (file_tag("stories-f32.gguf"), file_tag("m-Q4_K_M-00002-of-00003.gguf"), file_tag("plain.gguf")) == (
+        "F32",
+        None,
+        None,
+    )
+
+
+def test_from_pretrained_takes_the_one_file_its_glob_matches(hub, cache):
+    from pyllama_yield import Llama
+
+    with Llama.from_pretrained("org/tiny-GGUF", "*Q8_0.gguf", n_ctx=256) as llm:
+        assert llm.model_path.endswith("tiny-Q8_0.gguf") and Path(llm.model_path).is_relative_to(cache)
+        assert llm("Hello", max_tokens=2)["usage"]["completion_tokens"] == 2
+    with pytest.raises(HubError, match=r"2 files \(tiny-Q4_K_M.gguf, tiny-Q8_0.gguf\) match '\*.gguf'"):
+        Llama.from_pretrained("org/tiny-GGUF", "*.gguf")
+    with pytest.raises(HubError, match="org/missing: no such model repository"):
+        Llama.from_pretrained("org/missing", "*.gguf")
+
+
+def test_the_router_lists_and_serves_what_the_cache_holds(hub, cache):
+    from pyllama_yield import Llama
+
+    Llama.from_pretrained("org/tiny-GGUF", "*Q8_0.gguf", n_ctx=256).close()  # into the cache
+    proc, c = serve_hf(cache, "--offline")  # no model, the cache's: router mode
+    with c:
+        listed = {m["id"]: m for m in c.get("/models").json()["data"]}
+        assert listed["org/tiny-GGUF:Q8_0"]["source"] == "cache" and listed["org/tiny-GGUF:Q8_0"]["can_remove"]
+        r = c.post("/completion", json={"model": "org/tiny-GGUF:Q8_0", "prompt": "Hi", "n_predict": 2})
+        assert r.status_code == 200
+    stop_server(proc)  # type: ignore[arg-type]
