@@ -123,6 +123,21 @@ def test_lru_eviction_never_takes_a_model_with_a_request_in_flight(models_dir):
     stop_server(proc)  # type: ignore[arg-type]
 
 
+def test_a_client_that_leaves_mid_stream_frees_its_model_for_eviction(models_dir):
+    """The router closes the model's stream when its client goes, so the model stops generating
+    and is idle again (with context shift, this stream would otherwise run for minutes)."""
+    proc, c = router(models_dir, "--models-max", "1", "--context-shift")
+    with c:
+        body = {"model": "tiny-a", "prompt": "Hi", "n_predict": 100_000, "ignore_eos": True, "stream": True}
+        with c.stream("POST", "/completion", json=body) as s:
+            assert next(line for line in s.iter_lines() if line.startswith("data: "))
+        # the client left: tiny-a must be idle at once, so tiny-b may evict it
+        assert complete(c, "tiny-b").status_code == 200
+        now = statuses(c)
+        assert now["tiny-a"]["value"] == "unloaded" and now["tiny-b"]["value"] == "loaded"
+    stop_server(proc)  # type: ignore[arg-type]
+
+
 def test_a_corrupt_or_killed_model_fails_alone_and_comes_back(models_dir):
     proc, c = router(models_dir, "--models-max", "2")
     with c:

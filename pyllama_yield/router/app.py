@@ -6,6 +6,7 @@ streamed through as it comes. The API key is checked here; the models' processes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -140,7 +141,7 @@ class RouterRoutes:
         return await self._proxy(request, request.query_params.get("model"), b"")
 
     async def _proxy(self, request: Request, name: Any, body: bytes) -> Response:
-        inst = await self.router.ready(self.router.resolve(name), _autoload(request))
+        inst = await self._ready(request, self.router.resolve(name))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
         url = inst.url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         upstream = self.client.build_request(request.method, url, headers=headers, content=body)
@@ -151,14 +152,37 @@ class RouterRoutes:
             self.router.end(inst)
             raise ApiError(f"proxy error: {exc}", 500, "server_error") from None
 
-        async def done() -> None:
-            await answer.aclose()
-            self.router.end(inst)
+        released = False
+
+        async def release() -> None:  # the end of the answer, or the client gone: once
+            nonlocal released
+            if not released:
+                released = True
+                await answer.aclose()  # a model streaming to a client that left stops (its disconnect)
+                self.router.end(inst)
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in answer.aiter_raw():
+                    yield chunk
+            finally:
+                await release()
 
         kept = {k: v for k, v in answer.headers.items() if k.lower() not in _DROP_RESPONSE}
         return StreamingResponse(
-            answer.aiter_raw(), status_code=answer.status_code, headers=kept, background=BackgroundTask(done)
+            relay(), status_code=answer.status_code, headers=kept, background=BackgroundTask(release)
         )
+
+    async def _ready(self, request: Request, inst: Instance) -> Instance:
+        """The model loaded for this request; a client that leaves while it waits leaves the line."""
+        waiting = asyncio.ensure_future(self.router.ready(inst, _autoload(request)))
+        while not waiting.done():
+            await asyncio.wait({waiting}, timeout=0.25)
+            if not waiting.done() and await request.is_disconnected():
+                waiting.cancel()
+                msg = f"request cancelled while waiting for model name={inst.entry.id}"
+                raise ApiError(msg, 500, "server_error")
+        return waiting.result()
 
 
 async def _json(request: Request) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class Instance:
         self.last_used = 0.0
         self.n_busy = 0  # requests in flight through the router
         self.queued = False  # POST /models/load asked for it; it waits for room (shown as "loading")
+        self.loading: asyncio.Task[None] | None = None  # the start in progress, awaited by every waiter
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = False
 

@@ -83,19 +83,31 @@ class ModelRouter:
 
     # --- loading ------------------------------------------------------------------------------
     async def ready(self, inst: Instance, autoload: bool | None = None) -> Instance:
-        """``inst`` loaded, loading it first if it is not (and autoload allows it)."""
+        """``inst`` loaded, loading it first if it is not (and autoload allows it). Waiting for
+        room is in arrival order; a caller cancelled while it waits leaves the line and nothing
+        is evicted for it. A load, once started, goes on for whoever asks next."""
         if inst.running and inst.status == "loaded":
             return inst
         if not (self.autoload if autoload is None else autoload) and not inst.running:
             raise RouterError("model is not loaded")
         async with self._admission:
-            if not (inst.running and inst.status == "loaded"):
+            if inst.loading is None and not (inst.running and inst.status == "loaded"):
                 await self._make_room(inst)
-                try:
-                    await inst.start()
-                except LoadFailed as exc:
-                    raise RouterError(str(exc), 500, "server_error") from None
+                inst.loading = asyncio.get_running_loop().create_task(self._start(inst))
+            load = inst.loading
+        if load is not None:
+            await asyncio.shield(load)
+        if not (inst.running and inst.status == "loaded"):
+            raise RouterError(f"model name={inst.entry.id} failed to load", 500, "server_error")
         return inst
+
+    async def _start(self, inst: Instance) -> None:
+        try:
+            await inst.start()
+        except LoadFailed:
+            pass  # the model shows failed; its waiters get the error
+        finally:
+            inst.loading = None
 
     async def _make_room(self, wanted: Instance) -> None:
         """Evict least recently used idle models until ``wanted`` fits; wait for a busy one to
@@ -103,7 +115,7 @@ class ModelRouter:
         if self.models_max <= 0:
             return
         while len([i for i in self._running() if i is not wanted]) >= self.models_max:
-            idle = [i for i in self._running() if i is not wanted and i.n_busy == 0 and i.status == "loaded"]
+            idle = [i for i in self._running() if i is not wanted and i.n_busy == 0 and i.loading is None]
             if idle:
                 await min(idle, key=lambda i: i.last_used).stop()
                 continue
