@@ -199,6 +199,23 @@ def test_a_preset_names_models_and_their_flags(models_dir, tmp_path):
         start_serve(["--models-preset", str(bad)], tmp_path)
 
 
+def test_keep_alive_unloads_an_idle_model_and_a_pinned_one_is_never_evicted(models_dir, tmp_path):
+    preset = tmp_path / "keep.ini"
+    preset.write_text("[tiny-a]\nkeep-alive = 1\n\n[tiny-b]\nkeep-alive = -1\n")
+    proc, c = router(models_dir, "--models-preset", str(preset), "--models-max", "1")
+    with c:
+        assert complete(c, "tiny-a").status_code == 200
+        wait_status(c, "tiny-a", "unloaded")  # a second idle, then unloaded (and not failed)
+        assert "failed" not in statuses(c)["tiny-a"]
+        assert complete(c, "tiny-b").status_code == 200  # pinned
+        r = complete(c, "tiny-a")
+        assert r.status_code == 500 and r.json()["error"]["message"] == "model limit reached, try again later"
+        assert statuses(c)["tiny-b"]["value"] == "loaded"
+        assert c.post("/models/unload", json={"model": "tiny-b"}).json() == {"success": True}  # by hand, it goes
+        assert complete(c, "tiny-a").status_code == 200
+    stop_server(proc)  # type: ignore[arg-type]
+
+
 def test_sigterm_ends_the_router_and_its_models_and_a_dead_router_takes_them_along(models_dir):
     for sig in (signal.SIGTERM, signal.SIGKILL):
         proc, c = router(models_dir, "--models-max", "2")

@@ -212,6 +212,16 @@ def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
     return wrapped
 
 
+async def _unload_expired(router: ModelRouter) -> None:
+    """Every second: models idle past their keep-alive are unloaded."""
+    while True:
+        await asyncio.sleep(1)
+        try:
+            await router.unload_expired()
+        except Exception:  # a stop that failed must not end the reaper
+            log.exception("unloading idle models failed")
+
+
 def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette:
     h = RouterRoutes(router, settings)
     keys = settings.api_keys
@@ -233,9 +243,11 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
         for inst in router.instances.values():  # load-on-startup, in the background
             if inst.entry.load_on_startup:
                 router.load_in_background(inst)
+        reaper = asyncio.get_running_loop().create_task(_unload_expired(router))
         try:
             yield
         finally:
+            reaper.cancel()
             await router.stop_all()
             await h.client.aclose()
 

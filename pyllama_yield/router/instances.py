@@ -53,7 +53,8 @@ class Instance:
         self.status = "unloaded"
         self.exit_code: int | None = None
         self.port = 0
-        self.last_used = 0.0
+        self.last_used = 0.0  # the last request's start (least recently used goes first)
+        self.idle_since = 0.0  # the last request's end, or the load
         self.n_busy = 0  # requests in flight through the router
         self.queued = False  # POST /models/load asked for it; it waits for room (shown as "loading")
         self.loading: asyncio.Task[None] | None = None  # the start in progress, awaited by every waiter
@@ -108,6 +109,7 @@ class Instance:
                     raise LoadFailed(f"model name={self.entry.id} failed to load")
                 await asyncio.sleep(0.05)
         self.status = "loaded"
+        self.idle_since = time.monotonic()
 
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL after the model's stop timeout; the model is unloaded after."""

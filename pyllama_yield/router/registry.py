@@ -115,7 +115,10 @@ class ModelRouter:
         if self.models_max <= 0:
             return
         while len([i for i in self._running() if i is not wanted]) >= self.models_max:
-            idle = [i for i in self._running() if i is not wanted and i.n_busy == 0 and i.loading is None]
+            others = [i for i in self._running() if i is not wanted and not i.entry.pinned]
+            if not others:  # every running model is pinned: no room will ever come
+                raise RouterError("model limit reached, try again later", 500, "server_error")
+            idle = [i for i in others if i.n_busy == 0 and i.loading is None]
             if idle:
                 await min(idle, key=lambda i: i.last_used).stop()
                 continue
@@ -152,7 +155,18 @@ class ModelRouter:
     def end(self, inst: Instance) -> None:
         inst.n_busy -= 1
         if inst.n_busy == 0:
+            inst.idle_since = time.monotonic()
             self._idle.set()
+
+    async def unload_expired(self) -> None:
+        """Unload the loaded models idle for longer than their ``keep-alive``."""
+        now = time.monotonic()
+        for inst in self._running():
+            ttl = inst.entry.keep_alive_s
+            if ttl is not None and ttl >= 0 and inst.status == "loaded" and inst.n_busy == 0:
+                if inst.loading is None and now - inst.idle_since >= ttl:
+                    await inst.stop()
+                    self._idle.set()
 
     async def stop_all(self) -> None:
         await asyncio.gather(*(i.stop() for i in self._running()), return_exceptions=True)

@@ -19,8 +19,6 @@ from ..settings import ServerSettings
 
 __all__ = ["ModelEntry", "PresetError", "collect", "hf_cache_models", "models_dir_models", "preset_models"]
 
-PRESET_ONLY = {"load-on-startup", "stop-timeout"}  # the router's own keys: never a flag of the model
-
 
 class PresetError(ValueError):
     """A preset file that cannot be read, or a key that names no flag."""
@@ -35,6 +33,11 @@ class ModelEntry:
     tags: list[str] = field(default_factory=list)
     load_on_startup: bool = False
     stop_timeout_s: float = 10.0
+    keep_alive_s: float | None = None  # unloaded after this long idle; < 0: pinned (never unloaded or evicted)
+
+    @property
+    def pinned(self) -> bool:
+        return self.keep_alive_s is not None and self.keep_alive_s < 0
 
     @property
     def has_projector(self) -> bool:
@@ -156,6 +159,11 @@ def _apply(entry: ModelEntry, keys: dict[str, str], section: str, only_missing: 
             entry.load_on_startup = _truthy(value)
         elif key == "stop-timeout":
             entry.stop_timeout_s = float(value) if value.strip().isdigit() else 10.0
+        elif key == "keep-alive":  # ours (Ollama's keep_alive): seconds idle before unloading, -1 pinned
+            try:
+                entry.keep_alive_s = float(value)
+            except ValueError:
+                raise PresetError(f"keep-alive in preset '{section}': seconds, or -1 to pin, not {value!r}") from None
         elif key == "alias":
             entry.aliases = [a.strip() for a in value.split(",") if a.strip()]
         elif key == "tags":
