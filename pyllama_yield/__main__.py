@@ -150,28 +150,33 @@ def _server_tools(settings):  # noqa: ANN001, ANN202 - imported lazily
     return tools
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def _server_extra_missing() -> str | None:
+    """Why ``serve`` cannot run here (its extra is not installed), or None."""
     try:
-        import uvicorn  # noqa: F401 - only to say which extra is missing
-
-        from pyllama_yield.api import build_app
-        from pyllama_yield.api.http_server import listen_sockets, uvicorn_server
+        import httpx  # noqa: F401
+        import uvicorn  # noqa: F401
     except ImportError as exc:
-        print(f"serve needs the server extra: pip install 'pyllama-yield[server]' ({exc})", file=sys.stderr)
+        return f"serve needs the server extra: pip install 'pyllama-yield[server]' ({exc})"
+    return None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if (missing := _server_extra_missing()) is not None:
+        print(missing, file=sys.stderr)
         return 2
     import threading
 
+    from pyllama_yield.api import build_app, gcp
+    from pyllama_yield.api.http_server import listen_sockets, uvicorn_server
     from pyllama_yield.cli import settings_from_args
+    from pyllama_yield.router.serve import is_router, serve_router
 
     settings = settings_from_args(args)
     if settings.verbose:
         _log_debug()
-    from pyllama_yield.api import gcp
-    from pyllama_yield.router.serve import is_router, serve_router
-
     port = gcp.port(settings.port)  # Vertex AI tells the port with AIP_HTTP_PORT
-    if is_router(settings):
-        return serve_router(settings, {k: v for k, v in vars(args).items() if k in type(settings).model_fields}, port)
+    if is_router(settings):  # the flags given go on to every model
+        return serve_router(settings, {k: v for k, v in vars(args).items() if k in settings.model_fields}, port)
     try:
         tools = _server_tools(settings)
     except ValueError as exc:
