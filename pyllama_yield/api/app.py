@@ -28,6 +28,7 @@ from . import (
     embeddings,
     gcp,
     native,
+    ollama,
     openai,
     openapi,
     responses,
@@ -136,6 +137,7 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/tools", tools.post_tools, ["POST"], False),
     ("/cors-proxy", cors_proxy.cors_proxy, ["GET"], False),
     ("/cors-proxy", cors_proxy.cors_proxy, ["POST"], False),
+    *((path, fn, methods, False) for path, fn, methods in ollama.ROUTES),
 ]
 
 

@@ -186,9 +186,12 @@ class Bridge:
         render: Callable[[Result], list[Any]],
         done: str | None,
         frame: Callable[[Any], str] = sse,
+        error_frame: Callable[[ApiError], str] = lambda exc: sse({"error": error_json(exc)}),
+        media_type: str = "text/event-stream",
     ) -> StreamingResponse:
-        """Server-sent events; ``render`` turns a result into SSE data items, ``done`` ends the stream
-        (OpenAI's ``[DONE]``; llama-server's native stream has none).
+        """Server-sent events (or, with another ``frame``/``media_type``, another framing such as
+        Ollama's NDJSON); ``render`` turns a result into items, ``done`` ends the stream (OpenAI's
+        ``[DONE]``; llama-server's native stream has none), ``error_frame`` writes a failure.
 
         The first result is awaited before the response starts, so a rejected request is a plain
         HTTP error, not an event stream."""
@@ -208,7 +211,7 @@ class Bridge:
                     out: list[str] = []
                     for res in batch:
                         if res.is_error:
-                            yield "".join(out) + sse({"error": error_json(result_error(res))})
+                            yield "".join(out) + error_frame(result_error(res))
                             return
                         out += [frame(item) for item in render(res)]
                         n_final += res.is_final
@@ -217,7 +220,7 @@ class Bridge:
                         return
                     yield "".join(out)  # one write per burst of tokens
                     if expired():
-                        yield sse({"error": error_json(self._timeout_error())})
+                        yield error_frame(self._timeout_error())
                         return
                     batch = await reader.next_batch(expired)  # every result already waiting: one write
                     if not batch and not expired():
@@ -232,7 +235,7 @@ class Bridge:
 
         return StreamingResponse(
             events(),
-            media_type="text/event-stream",
+            media_type=media_type,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             background=BackgroundTask(stop_reader),  # also when the stream never started
         )

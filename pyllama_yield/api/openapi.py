@@ -33,7 +33,14 @@ ERROR_SCHEMA: dict[str, Any] = {
     },
 }
 
+OLLAMA_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string"}},
+}
+
 _ERROR_RESPONSE = {"content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+_OLLAMA_ERROR_RESPONSE = {"content": {"application/json": {"schema": {"$ref": REF.format(model="OllamaError")}}}}
 
 
 # a body that is not ours to describe: the proxied request's
@@ -50,12 +57,13 @@ QUERY_PARAMS: dict[tuple[str, str], tuple[tuple[str, bool, dict[str, Any]], ...]
 
 def _operation(path: str, method: str, public: bool, body: dict[str, Any] | None) -> dict[str, Any]:
     name = path.strip("/").replace("/", "_").replace("{", "").replace("}", "") or "index"
+    error = _OLLAMA_ERROR_RESPONSE if path.startswith("/api/") else _ERROR_RESPONSE  # Ollama's shape there
     op: dict[str, Any] = {
         "operationId": f"{method.lower()}_{name}",
         "responses": {
-            "200": {"description": "OK (a JSON object, or server-sent events when the request streams)"},
-            "4XX": {"description": "A bad request, in the error shape", **_ERROR_RESPONSE},
-            "5XX": {"description": "Not supported by this server's flags, busy, or our fault", **_ERROR_RESPONSE},
+            "200": {"description": "OK (a JSON object, or a stream: server-sent events, or NDJSON on /api/)"},
+            "4XX": {"description": "A bad request, in the error shape", **error},
+            "5XX": {"description": "Not supported by this server's flags, busy, or our fault", **error},
         },
     }
     if not public:
@@ -88,7 +96,7 @@ def openapi_document(routes: Iterable[tuple[str, str, bool]]) -> dict[str, Any]:
 def _document(routes: tuple[tuple[str, str, bool], ...]) -> dict[str, Any]:
     models: list[type[BaseModel]] = sorted(set(REQUEST_MODELS.values()), key=lambda m: m.__name__)
     refs, defs = models_json_schema([(m, "validation") for m in models], ref_template=REF)
-    schemas: dict[str, Any] = {**defs.get("$defs", {}), "Error": ERROR_SCHEMA}
+    schemas: dict[str, Any] = {**defs.get("$defs", {}), "Error": ERROR_SCHEMA, "OllamaError": OLLAMA_ERROR_SCHEMA}
     paths: dict[str, dict[str, Any]] = {}
     for path, method, public in routes:
         model = REQUEST_MODELS.get((path, method))
@@ -99,7 +107,7 @@ def _document(routes: tuple[tuple[str, str, bool], ...]) -> dict[str, Any]:
         "info": {
             "title": "pyllama-yield",
             "version": __version__,
-            "description": "llama-server's HTTP API (its native, OpenAI, Anthropic and Responses routes)",
+            "description": "llama-server's HTTP API (its native, OpenAI, Anthropic and Responses routes), and Ollama's",
         },
         "paths": paths,
         "components": {

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, Strict
 from ..server.chat_request import ChatMessage, ChatRequest
 from ..server.params import CompletionParams, LoraScale, validation_message
 from .errors import ApiError
+from .ollama_request import ChatRequest as OllamaChatRequest
+from .ollama_request import GenerateRequest as OllamaGenerateRequest
 
 __all__ = ["REQUEST_MODELS", "parse"]
 
@@ -188,7 +190,14 @@ class StreamLookupRequest(BaseModel):
 
 
 # (path, method) -> the model of its JSON body
+class OllamaShowRequest(BaseModel):
+    model: str
+
+
 REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
+    ("/api/chat", "POST"): OllamaChatRequest,
+    ("/api/generate", "POST"): OllamaGenerateRequest,
+    ("/api/show", "POST"): OllamaShowRequest,
     ("/tools", "POST"): ToolCallRequest,
     ("/v1/streams/lookup", "POST"): StreamLookupRequest,
     ("/props", "POST"): PropsRequest,

@@ -11,6 +11,7 @@ the task builder tokenizes it into tasks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -187,6 +188,16 @@ class ChatPlanner:
     def count_tokens(self, body: dict[str, Any], media_path: str | None = None) -> int:
         """The KV cells the rendered chat's prompt takes (media included)."""
         return self._tasks.count_prompt_tokens(self.plan(body, media_path=media_path).fields["prompt"])
+
+    @functools.cached_property
+    def thinking(self) -> bool:
+        """Whether the template has thinking tags (a reasoning model's): what a one-message chat
+        renders with says."""
+        try:
+            rendered, _ = self._chat.render({"messages": [{"role": "user", "content": "x"}]})
+        except ValueError:
+            return False
+        return "reasoning_budget_end_tags" in rendered
 
     def render(self, fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """llama-server fields whose messages are checked already → the template's fields (prompt,

@@ -1,0 +1,155 @@
+"""Ollama's request shapes (``/api/chat``, ``/api/generate``) translated onto an OpenAI chat body
+or llama-server's completion fields, so they take the engine's one path. Every Ollama option is
+honoured or refused by name, never dropped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import ApiError
+
+__all__ = ["ChatRequest", "GenerateRequest", "OllamaMessage", "chat_body", "sampling_fields"]
+
+# Ollama's options → llama-server's request fields (the same meaning; llama.cpp's samplers)
+_OPTIONS = {
+    "num_predict": "n_predict",
+    "temperature": "temperature",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "min_p": "min_p",
+    "typical_p": "typical_p",
+    "seed": "seed",
+    "stop": "stop",
+    "repeat_penalty": "repeat_penalty",
+    "repeat_last_n": "repeat_last_n",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "mirostat": "mirostat",
+    "mirostat_tau": "mirostat_tau",
+    "mirostat_eta": "mirostat_eta",
+    "num_keep": "n_keep",
+}
+# set when the model loads (this server's flags), not per request
+_LOAD_TIME = {
+    "num_batch": "-b", "num_gpu": "-ngl", "main_gpu": "-mg", "num_thread": "-t", "use_mmap": "--mmap",
+    "use_mlock": "--mlock", "numa": "--numa", "low_vram": None, "vocab_only": None, "f16_kv": "-ctk/-ctv",
+    "logits_all": None, "embedding_only": "--embedding", "num_gqa": None, "rope_frequency_base": None,
+    "rope_frequency_scale": None,
+}  # fmt: skip
+
+
+class OllamaMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str = ""
+    images: list[str] | None = None  # base64, no data: prefix
+    thinking: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_name: str | None = None
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str
+    format: str | dict[str, Any] | None = None  # "json" or a JSON schema
+    options: dict[str, Any] | None = None
+    stream: bool = True
+    keep_alive: str | int | float | None = None
+    think: bool | str | None = None
+
+
+class ChatRequest(_Common):
+    """``POST /api/chat``."""
+
+    messages: list[OllamaMessage] = Field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+
+
+class GenerateRequest(_Common):
+    """``POST /api/generate``."""
+
+    prompt: str = ""
+    suffix: str | None = None
+    system: str | None = None
+    template: str | None = None
+    raw: bool = False
+    images: list[str] | None = None
+    context: list[int] | None = None
+
+
+def sampling_fields(
+    options: dict[str, Any] | None, fmt: str | dict[str, Any] | None, n_ctx_slot: int
+) -> dict[str, Any]:
+    """``options`` and ``format`` as llama-server's fields; a 400 naming an option this server
+    cannot honour per request."""
+    out: dict[str, Any] = {}
+    for name, value in (options or {}).items():
+        if name in _OPTIONS:
+            out[_OPTIONS[name]] = value
+        elif name == "num_ctx":
+            if not isinstance(value, int) or value > n_ctx_slot:
+                raise ApiError(f"option num_ctx={value!r}: this server's context is {n_ctx_slot} tokens per slot (-c)")
+        elif name in _LOAD_TIME:
+            flag = _LOAD_TIME[name]
+            how = f" (this server's {flag} flag)" if flag else ""
+            raise ApiError(f"option {name!r} is set when the model loads, not per request{how}")
+        else:
+            raise ApiError(f"option {name!r} is not supported")
+    if fmt == "json":
+        out["json_schema"] = {}
+    elif isinstance(fmt, dict):
+        out["json_schema"] = fmt
+    elif fmt not in (None, ""):
+        raise ApiError(f'format must be "json" or a JSON schema, not {fmt!r}')
+    return out
+
+
+def _think(think: bool | str | None) -> dict[str, Any]:
+    """``think``: on or off (the template's switch); Ollama's levels ("low", ...) mean on."""
+    if think is None:
+        return {}
+    if think is False:
+        return {"chat_template_kwargs": {"enable_thinking": False}, "reasoning_format": "deepseek"}
+    return {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_format": "deepseek"}
+
+
+def _message(m: OllamaMessage) -> dict[str, Any]:
+    """An Ollama message as an OpenAI one: images as data URIs, tool calls with JSON arguments."""
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}]
+        parts += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{i}"}} for i in m.images]
+        out["content"] = parts
+    if m.thinking:
+        out["reasoning_content"] = m.thinking
+    if m.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {
+                    "name": c.get("function", {}).get("name", ""),
+                    "arguments": json.dumps(c.get("function", {}).get("arguments", {})),
+                },
+            }
+            for i, c in enumerate(m.tool_calls)
+        ]
+    if m.role == "tool" and m.tool_name:
+        out["name"] = m.tool_name
+    return out
+
+
+def chat_body(req: ChatRequest, n_ctx_slot: int) -> dict[str, Any]:
+    """``/api/chat`` as the OpenAI chat body the engine's chat path takes."""
+    body: dict[str, Any] = {
+        "messages": [_message(m) for m in req.messages],
+        "stream": req.stream,
+        **sampling_fields(req.options, req.format, n_ctx_slot),
+        **_think(req.think),
+    }
+    if req.tools:
+        body["tools"] = req.tools
+    return body

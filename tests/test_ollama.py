@@ -1,0 +1,134 @@
+"""Ollama's API on serve's port, driven by the clients that speak only it: the official ``ollama``
+Python client and LangChain's ``ChatOllama``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from http_server import start_server, stop_server
+
+ollama = pytest.importorskip("ollama")
+
+
+@pytest.fixture(scope="module")
+def base(tiny_model_path: Path):
+    proc, url = start_server(tiny_model_path, "-c", "2048", "-np", "2", "-t", "1", "-a", "tiny")
+    yield url
+    assert "shut down: no thread left" in stop_server(proc)
+
+
+@pytest.fixture
+def client(base: str):
+    return ollama.Client(host=base)
+
+
+def test_chat_and_generate_whole_and_streamed(client):
+    r = client.chat(model="tiny", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 5, "seed": 1})
+    assert r.done and r.done_reason == "length" and r.eval_count == 5 and r.message.role == "assistant"
+    assert r.prompt_eval_count > 0 and r.total_duration >= r.eval_duration > 0 and r.load_duration == 0
+    again = client.chat(model="tiny:latest", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 5})
+    assert again.model == "tiny:latest"
+    parts = list(client.chat(model="tiny", messages=[{"role": "user", "content": "hi"}], stream=True,
+                             options={"num_predict": 4, "temperature": 0}))  # fmt: skip
+    assert parts[-1].done and parts[-1].eval_count == 4 and not any(p.done for p in parts[:-1])
+    whole = client.chat(
+        model="tiny", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 4, "temperature": 0}
+    )
+    assert "".join(p.message.content for p in parts) == whole.message.content  # the same answer, in pieces
+    g = client.generate(model="tiny", prompt="Once upon", options={"num_predict": 3, "temperature": 0})
+    streamed = list(
+        client.generate(model="tiny", prompt="Once upon", stream=True, options={"num_predict": 3, "temperature": 0})
+    )
+    assert g.done and "".join(p.response for p in streamed) == g.response and streamed[-1].eval_count == 3
+    raw = client.generate(model="tiny", prompt="Once upon", raw=True, options={"num_predict": 2})
+    assert raw.done and raw.eval_count == 2 and raw.prompt_eval_count < g.prompt_eval_count  # no template around it
+
+
+def test_an_empty_chat_or_prompt_loads_the_model(client):
+    assert client.chat(model="tiny", messages=[]).done_reason == "load"
+    assert client.generate(model="tiny", prompt="").done_reason == "load"
+
+
+def test_format_constrains_the_answer_to_json(client):
+    """(Raw: the tiny model's fallback template has a generation prompt that a JSON grammar cannot
+    follow, on every route; a real model's chat takes format as well, see the realmodel tier.)"""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    for fmt in ("json", schema):
+        r = client.generate(
+            model="tiny", prompt="{", raw=True, format=fmt, options={"num_predict": 48, "temperature": 0}
+        )
+        text = r.response
+        if r.done_reason == "stop":  # a random model may run out of tokens first; when it ends, it is valid
+            value = json.loads(text)
+            assert isinstance(value, dict) and (fmt == "json" or isinstance(value["n"], int))
+        else:
+            assert text.lstrip().startswith("{")
+
+
+def test_models_show_ps_and_version(base, client):
+    [m] = client.list().models
+    assert m.model == "tiny:latest" and m.details.format == "gguf" and m.details.family == "llama"
+    shown = client.show("tiny")
+    assert shown.capabilities == ["completion"] and shown.modelinfo["general.architecture"] == "llama"
+    assert shown.template  # the chat template the model's chats use
+    [running] = client.ps().models
+    assert running.model == "tiny:latest" and running.context_length == 2048 // 2
+    assert httpx.get(f"{base}/api/version").json()["version"]
+
+
+def test_errors_in_ollamas_shape(base, client):
+    with pytest.raises(ollama.ResponseError) as unknown:
+        client.chat(model="llama3", messages=[{"role": "user", "content": "hi"}])
+    assert unknown.value.status_code == 404 and unknown.value.error == "model 'llama3' not found"
+    for options, word in (({"num_gpu": 1}, "num_gpu"), ({"tfs_z": 1}, "tfs_z"), ({"num_ctx": 1 << 20}, "num_ctx")):
+        with pytest.raises(ollama.ResponseError, match=word) as refused:
+            client.chat(model="tiny", messages=[{"role": "user", "content": "hi"}], options=options)
+        assert refused.value.status_code == 400  # refused by name, never ignored
+    r = httpx.post(f"{base}/api/generate", json={"model": "tiny", "prompt": "x", "template": "{{ .Prompt }}"})
+    assert r.status_code == 400 and "template is not supported" in r.json()["error"]
+    r = httpx.post(f"{base}/api/chat", json={"model": "tiny", "messages": "not a list"})
+    assert r.status_code == 400 and set(r.json()) == {"error"}
+    r = httpx.post(
+        f"{base}/api/chat", json={"model": "tiny", "messages": [{"role": "user", "content": "x"}], "keep_alive": 0}
+    )
+    assert r.status_code == 400 and "keep_alive 0" in r.json()["error"]
+
+
+def test_langchain_chat_ollama_invokes_streams_and_takes_tools(base):
+    chat_ollama = pytest.importorskip("langchain_ollama")
+    llm = chat_ollama.ChatOllama(model="tiny", base_url=base, num_predict=4, temperature=0)
+    answer = llm.invoke("hello")
+    assert answer.content and answer.response_metadata["done_reason"] == "length"
+    pieces = [c.content for c in llm.stream("hello")]
+    assert "".join(pieces) == answer.content
+
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    tooled = llm.bind_tools([add]).invoke("what is 2 + 3?")  # the tools reach the template
+    assert tooled.response_metadata["done"] is True
+
+
+def test_tool_calls_come_back_with_object_arguments():
+    from pyllama_yield.api.ollama import Answer
+    from pyllama_yield.server.results import CompletionFinal
+
+    answer = Answer(
+        "m:latest", {"format": 0, "parser": "", "reasoning_format": "none", "parse_tool_calls": True}, chat=True
+    )
+    assert answer.state is not None
+    answer.state.msg = {"role": "assistant", "content": "", "reasoning_content": "",
+                        "tool_calls": [{"name": "add", "arguments": '{"a": 2, "b": 3}', "id": "x"}]}  # fmt: skip
+    final = CompletionFinal(
+        0, "", [], 0, 9, 3, 0, {}, "", False, False, "eos", "", 12, {"prompt_ms": 1.0, "predicted_ms": 2.0}
+    )
+    answer.state.update = lambda text, is_partial: []  # type: ignore[method-assign]  # the message above stands
+    out = answer.whole(final)
+    assert out["message"]["tool_calls"] == [{"function": {"index": 0, "name": "add", "arguments": {"a": 2, "b": 3}}}]
+    assert (
+        out["done_reason"] == "stop" and out["prompt_eval_duration"] == 1_000_000 and out["eval_duration"] == 2_000_000
+    )
