@@ -216,6 +216,30 @@ def test_keep_alive_unloads_an_idle_model_and_a_pinned_one_is_never_evicted(mode
     stop_server(proc)  # type: ignore[arg-type]
 
 
+def test_ollamas_clients_pick_models_by_name_and_keep_alive_0_unloads(models_dir):
+    ollama = pytest.importorskip("ollama")
+    proc, c = router(models_dir, "--models-max", "2")
+    with c:
+        client = ollama.Client(host=str(c.base_url))
+        assert {m.model for m in client.list().models} == {
+            "broken:latest",
+            "tiny-a:latest",
+            "tiny-b:latest",
+            "vision:latest",
+        }
+        r = client.chat(model="tiny-a:latest", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 2})
+        assert r.done and r.eval_count == 2 and [m.model for m in client.ps().models] == ["tiny-a:latest"]
+        client.generate(model="tiny-b", prompt="x", options={"num_predict": 1}, keep_alive=0)
+        wait_status(c, "tiny-b", "unloaded")  # keep_alive 0: unloaded once the answer is out
+        assert statuses(c)["tiny-a"]["value"] == "loaded"  # no keep_alive given: it stays
+        with pytest.raises(ollama.ResponseError) as unknown:
+            client.chat(model="llama3", messages=[{"role": "user", "content": "hi"}])
+        assert (unknown.value.status_code, unknown.value.error) == (404, "model 'llama3' not found")
+        bad = c.post("/api/chat", json={"model": "tiny-a", "messages": [], "keep_alive": "soon"})
+        assert bad.status_code == 400 and "keep_alive" in bad.json()["error"]
+    stop_server(proc)  # type: ignore[arg-type]
+
+
 def test_sigterm_ends_the_router_and_its_models_and_a_dead_router_takes_them_along(models_dir):
     for sig in (signal.SIGTERM, signal.SIGKILL):
         proc, c = router(models_dir, "--models-max", "2")
@@ -238,3 +262,14 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]
     except (OSError, IndexError):
         return "zombie"
+
+
+def test_keep_alive_durations_read_as_ollama_writes_them():
+    from pyllama_yield.router.ollama import keep_alive_seconds
+
+    assert [keep_alive_seconds(v) for v in (0, 30, "0", "5m", "1h30m", "-1", "1.5s", "250ms")] == [
+        0, 30, 0, 300, 5400, -1, 1.5, 0.25,
+    ]  # fmt: skip
+    for bad in ("soon", "5 minutes", True, ""):
+        with pytest.raises(ValueError, match="keep_alive"):
+            keep_alive_seconds(bad)

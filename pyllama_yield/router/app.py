@@ -28,6 +28,7 @@ from ..api.auth import authorized
 from ..api.errors import ApiError, error_response
 from ..api.middleware import ServerMiddleware
 from ..settings import ServerSettings
+from . import ollama
 from .instances import Instance
 from .registry import ModelRouter, RouterError
 
@@ -42,6 +43,7 @@ PROXIED_POST = (
     "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/tokenize",
     "/detokenize", "/apply-template", "/chat/completions/input_tokens", "/v1/chat/completions/input_tokens",
     "/responses/input_tokens", "/v1/responses/input_tokens", "/lora-adapters", "/slots/{id_slot}",
+    "/api/chat", "/api/generate", "/api/show",
 )  # fmt: skip
 PROXIED_GET = ("/metrics", "/lora-adapters", "/slots")
 # hop-by-hop and recomputed headers, not passed on either way
@@ -132,9 +134,18 @@ class RouterRoutes:
     async def proxy_post(self, request: Request) -> Response:
         body = await request.body()
         try:
-            name = json.loads(body or b"{}").get("model") if body else None
+            fields = json.loads(body or b"{}") if body else {}
+            name = fields.get("model") or fields.get("name")  # Ollama's /api/show says "name" too
         except (ValueError, AttributeError):
             raise ApiError("the request body is not a JSON object") from None
+        if request.url.path.startswith("/api/") and "keep_alive" in fields:
+            # Ollama's keep_alive is the router's to keep: the model's time to stay loaded
+            try:
+                seconds = ollama.keep_alive_seconds(fields.pop("keep_alive"))
+            except ValueError as exc:
+                raise ApiError(str(exc)) from None
+            self.router.resolve(name).keep_alive_asked = seconds
+            body = json.dumps(fields).encode()
         return await self._proxy(request, name, body)
 
     async def proxy_get(self, request: Request) -> Response:
@@ -185,6 +196,10 @@ class RouterRoutes:
         return waiting.result()
 
 
+async def _answered(response: Response) -> Response:
+    return response
+
+
 async def _json(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body() or b"{}")
@@ -197,14 +212,22 @@ async def _json(request: Request) -> dict[str, Any]:
 
 def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
     async def wrapped(request: Request) -> Response:
+        ollama_shape = request.url.path.startswith("/api/")
+
+        def refuse(exc: ApiError) -> Response:
+            if ollama_shape:  # Ollama's clients read {"error": "..."}, and a 404 for an unknown model
+                status = 404 if str(exc).startswith("model '") and str(exc).endswith("' not found") else exc.status
+                return JSONResponse({"error": str(exc)}, status_code=status)
+            return error_response(exc)
+
         if not public and not authorized(request, keys):
-            return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
+            return refuse(ApiError("Invalid API Key", 401, "authentication_error"))
         try:
             return await fn(request)
         except RouterError as exc:
-            return error_response(ApiError(str(exc), exc.status, exc.kind))
+            return refuse(ApiError(str(exc), exc.status, exc.kind))
         except ApiError as exc:
-            return error_response(exc)
+            return refuse(exc)
         except Exception as exc:  # our own fault: a 500 in the error shape, the traceback in the log
             log.exception("%s %s failed", request.method, request.url.path)
             return error_response(ApiError(f"{type(exc).__name__}: {exc}", 500, "server_error"))
@@ -233,6 +256,9 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
         ("/v1/models", h.models, ["GET"], False),
         ("/models/load", h.load, ["POST"], False),
         ("/models/unload", h.unload, ["POST"], False),
+        ("/api/tags", lambda r: _answered(ollama.tags(router)), ["GET"], False),
+        ("/api/ps", lambda r: _answered(ollama.ps(router)), ["GET"], False),
+        ("/api/version", lambda r: _answered(ollama.version(r)), ["GET"], False),
         *((path, h.proxy_post, ["POST"], False) for path in PROXIED_POST),
         *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
     ]

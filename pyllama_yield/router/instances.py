@@ -58,12 +58,23 @@ class Instance:
         self.n_busy = 0  # requests in flight through the router
         self.queued = False  # POST /models/load asked for it; it waits for room (shown as "loading")
         self.loading: asyncio.Task[None] | None = None  # the start in progress, awaited by every waiter
+        self.keep_alive_asked: float | None = None  # Ollama's keep_alive, from the last request that gave one
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = False
 
     def command(self, port: int) -> list[str]:
         own = ["--host", "127.0.0.1", "--port", str(port), "--alias", self.entry.id]
         return [sys.executable, "-m", "pyllama_yield", "serve", *self.entry.args(), *self.base_args, *own]
+
+    @property
+    def keep_alive(self) -> float | None:
+        """Seconds idle before unloading (None: no limit; < 0: pinned): a request's keep_alive,
+        else the preset's."""
+        return self.keep_alive_asked if self.keep_alive_asked is not None else self.entry.keep_alive_s
+
+    @property
+    def pinned(self) -> bool:
+        return self.keep_alive is not None and self.keep_alive < 0
 
     @property
     def url(self) -> str:

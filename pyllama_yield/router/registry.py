@@ -66,8 +66,12 @@ class ModelRouter:
         self._aliases = {a: name for name, i in self.instances.items() for a in i.entry.aliases}
 
     def find(self, name: str) -> Instance | None:
-        inst = self.instances.get(name) or self.instances.get(self._aliases.get(name, ""))
-        return inst
+        """A model by id or alias (Ollama's ``name:latest`` too)."""
+        for candidate in (name, name.removesuffix(":latest")):
+            inst = self.instances.get(candidate) or self.instances.get(self._aliases.get(candidate, ""))
+            if inst is not None:
+                return inst
+        return None
 
     def resolve(self, name: Any) -> Instance:
         """The model a request names (llama-server's words for a missing or unknown one)."""
@@ -115,7 +119,7 @@ class ModelRouter:
         if self.models_max <= 0:
             return
         while len([i for i in self._running() if i is not wanted]) >= self.models_max:
-            others = [i for i in self._running() if i is not wanted and not i.entry.pinned]
+            others = [i for i in self._running() if i is not wanted and not i.pinned]
             if not others:  # every running model is pinned: no room will ever come
                 raise RouterError("model limit reached, try again later", 500, "server_error")
             idle = [i for i in others if i.n_busy == 0 and i.loading is None]
@@ -162,7 +166,7 @@ class ModelRouter:
         """Unload the loaded models idle for longer than their ``keep-alive``."""
         now = time.monotonic()
         for inst in self._running():
-            ttl = inst.entry.keep_alive_s
+            ttl = inst.keep_alive
             if ttl is not None and ttl >= 0 and inst.status == "loaded" and inst.n_busy == 0:
                 if inst.loading is None and now - inst.idle_since >= ttl:
                     await inst.stop()

@@ -36,10 +36,6 @@ class ModelEntry:
     keep_alive_s: float | None = None  # unloaded after this long idle; < 0: pinned (never unloaded or evicted)
 
     @property
-    def pinned(self) -> bool:
-        return self.keep_alive_s is not None and self.keep_alive_s < 0
-
-    @property
     def has_projector(self) -> bool:
         return "--mmproj" in self.flags
 

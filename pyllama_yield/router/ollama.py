@@ -1,0 +1,81 @@
+"""Ollama's API at the router: ``/api/tags`` and ``/api/ps`` list the router's models (each model's
+own process answers the rest, routed by the body's ``model``), ``keep_alive`` becomes the model's
+time to stay loaded, and errors take Ollama's shape."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..api.ollama import OLLAMA_API_VERSION
+from .instances import Instance
+from .registry import ModelRouter
+
+__all__ = ["keep_alive_seconds", "ollama_name", "ps", "tags", "version"]
+
+_PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|h|m|s)?")
+_UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def keep_alive_seconds(value: Any) -> float:
+    """Ollama's ``keep_alive``: seconds as a number, or a Go duration ("5m", "1h30m", "0", "-1");
+    negative keeps the model loaded. ``ValueError`` for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"keep_alive: not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    parts = _PART.findall(text)
+    if not parts or "".join(n + (u or "") for n, u in parts) != text:
+        raise ValueError(f"keep_alive: not a duration: {value!r}")
+    return sum(float(n) * _UNIT[u or None] for n, u in parts)
+
+
+def ollama_name(inst: Instance) -> str:
+    return inst.entry.id if ":" in inst.entry.id else f"{inst.entry.id}:latest"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _entry(inst: Instance) -> dict[str, Any]:
+    path = Path(inst.entry.flags.get("--model", ""))
+    return {
+        "name": ollama_name(inst),
+        "model": ollama_name(inst),
+        "modified_at": _now().isoformat(),
+        "size": path.stat().st_size if path.is_file() else 0,
+        "digest": "",
+        "details": {"parent_model": "", "format": "gguf", "family": "", "families": [], "parameter_size": "",
+                    "quantization_level": ""},
+    }  # fmt: skip
+
+
+def tags(router: ModelRouter) -> Response:
+    return JSONResponse({"models": [_entry(i) for i in router.instances.values()]})
+
+
+def ps(router: ModelRouter) -> Response:
+    models = []
+    for inst in router.instances.values():
+        if inst.running and inst.status == "loaded":
+            ttl = inst.keep_alive
+            left = None if ttl is None or ttl < 0 else ttl - (time.monotonic() - inst.idle_since)
+            expires = (
+                _now() + timedelta(seconds=max(0.0, left))
+                if left is not None
+                else datetime(2318, 1, 1, tzinfo=timezone.utc)
+            )
+            models.append({**_entry(inst), "expires_at": expires.isoformat(), "size_vram": 0})
+    return JSONResponse({"models": models})
+
+
+def version(request: Request) -> Response:
+    return JSONResponse({"version": OLLAMA_API_VERSION})
