@@ -114,3 +114,23 @@ def test_the_router_lists_and_serves_what_the_cache_holds(hub, cache):
         r = c.post("/completion", json={"model": "org/tiny-GGUF:Q8_0", "prompt": "Hi", "n_predict": 2})
         assert r.status_code == 200
     stop_server(proc)  # type: ignore[arg-type]
+
+
+def test_ollama_pull_and_delete_through_the_router(hub, cache):
+    ollama = pytest.importorskip("ollama")
+    proc, c = serve_hf(cache, "--models-max", "2")  # router mode, the cache empty
+    with c:
+        client = ollama.Client(host=str(c.base_url))
+        assert client.list().models == []
+        statuses = [p.status for p in client.pull("hf.co/org/tiny-GGUF:Q8_0", stream=True)]
+        assert statuses[0] == "pulling manifest" and statuses[-1] == "success" and "pulling tiny-Q8_0.gguf" in statuses
+        assert [m.model for m in client.list().models] == ["org/tiny-GGUF:Q8_0"]
+        r = client.chat(
+            model="org/tiny-GGUF:Q8_0", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 2}
+        )
+        assert r.eval_count == 2
+        with pytest.raises(ollama.ResponseError, match="only Hugging Face models"):
+            client.pull("llama3")
+        assert client.delete("org/tiny-GGUF:Q8_0").status == "success"
+        assert client.list().models == [] and not list(cache.glob("models--org--tiny-GGUF/snapshots/*/*.gguf"))
+    stop_server(proc)  # type: ignore[arg-type]

@@ -132,3 +132,9 @@ def test_tool_calls_come_back_with_object_arguments():
     assert (
         out["done_reason"] == "stop" and out["prompt_eval_duration"] == 1_000_000 and out["eval_duration"] == 2_000_000
     )
+
+
+def test_pull_of_the_served_model_succeeds_and_of_another_says_why_not(client):
+    assert client.pull("tiny").status == "success"
+    with pytest.raises(ollama.ResponseError, match="pulling others needs router mode"):
+        client.pull("llama3")

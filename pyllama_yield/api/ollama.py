@@ -28,7 +28,7 @@ from .chat import plan_chat
 from .errors import ApiError
 from .ollama_request import ChatRequest, GenerateRequest, chat_body, sampling_fields
 
-__all__ = ["chat", "generate", "ps", "show", "tags", "version"]
+__all__ = ["chat", "generate", "ps", "pull", "show", "tags", "version"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 NDJSON = "application/x-ndjson"
@@ -323,7 +323,23 @@ def _typed(value: str) -> Any:
         return value
 
 
+@ollama_errors
+async def pull(request: Request) -> Response:
+    """One model is served here: pulling it succeeds at once; any other needs router mode."""
+    state: AppState = request.app.state.pyllama
+    body = await json_body(request)
+    name = body.get("model") or body.get("name")
+    if not isinstance(name, str):
+        raise ApiError("model is required")
+    try:
+        _check_model(state, name)
+    except ApiError:
+        raise ApiError(f"{name}: this server serves one model; pulling others needs router mode") from None
+    return JSONResponse({"status": "success"})
+
+
 ROUTES: list[tuple[str, Handler, list[str]]] = [
+    ("/api/pull", pull, ["POST"]),
     ("/api/chat", chat, ["POST"]),
     ("/api/generate", generate, ["POST"]),
     ("/api/tags", tags, ["GET"]),

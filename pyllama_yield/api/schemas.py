@@ -198,6 +198,7 @@ REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("/api/chat", "POST"): OllamaChatRequest,
     ("/api/generate", "POST"): OllamaGenerateRequest,
     ("/api/show", "POST"): OllamaShowRequest,
+    ("/api/pull", "POST"): OllamaShowRequest,
     ("/tools", "POST"): ToolCallRequest,
     ("/v1/streams/lookup", "POST"): StreamLookupRequest,
     ("/props", "POST"): PropsRequest,

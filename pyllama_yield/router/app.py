@@ -148,6 +148,34 @@ class RouterRoutes:
             body = json.dumps(fields).encode()
         return await self._proxy(request, name, body)
 
+    async def pull(self, request: Request) -> Response:
+        """Ollama's ``/api/pull``: NDJSON progress (or, with ``stream: false``, the last status)."""
+        body = await _json(request)
+        events = ollama.pull(self.router, body, self.settings.offline)
+        try:
+            first = await events.__anext__()  # a bad name or --offline: a plain error
+            if body.get("stream") is False:
+                last = first
+                async for event in events:
+                    last = event
+                return JSONResponse(last)
+        except ValueError as exc:
+            raise ApiError(str(exc)) from None
+
+        async def lines() -> AsyncIterator[str]:
+            yield json.dumps(first) + "\n"
+            try:
+                async for event in events:
+                    yield json.dumps(event) + "\n"
+            except ValueError as exc:
+                yield json.dumps({"error": str(exc)}) + "\n"
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    async def delete(self, request: Request) -> Response:
+        await ollama.delete(self.router, await _json(request))
+        return Response(status_code=200)
+
     async def proxy_get(self, request: Request) -> Response:
         return await self._proxy(request, request.query_params.get("model"), b"")
 
@@ -259,6 +287,8 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
         ("/api/tags", lambda r: _answered(ollama.tags(router)), ["GET"], False),
         ("/api/ps", lambda r: _answered(ollama.ps(router)), ["GET"], False),
         ("/api/version", lambda r: _answered(ollama.version(r)), ["GET"], False),
+        ("/api/pull", h.pull, ["POST"], False),
+        ("/api/delete", h.delete, ["DELETE"], False),
         *((path, h.proxy_post, ["POST"], False) for path in PROXIED_POST),
         *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
     ]

@@ -4,8 +4,11 @@ time to stay loaded, and errors take Ollama's shape."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import time
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -13,11 +16,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import hub
 from ..api.ollama import OLLAMA_API_VERSION
 from .instances import Instance
-from .registry import ModelRouter
+from .registry import ModelRouter, RouterError
 
-__all__ = ["keep_alive_seconds", "ollama_name", "ps", "tags", "version"]
+__all__ = ["delete", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", "pull", "tags", "version"]
 
 _PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|h|m|s)?")
 _UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -79,3 +83,49 @@ def ps(router: ModelRouter) -> Response:
 
 def version(request: Request) -> Response:
     return JSONResponse({"version": OLLAMA_API_VERSION})
+
+
+def hub_spec(name: Any) -> str:
+    """An Ollama pull name for a Hugging Face model (``hf.co/user/repo:quant`` or ``user/repo:quant``)
+    as ``-hf`` takes it; ``ValueError`` for a name of Ollama's own library."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("model is required")
+    spec = re.sub(r"^(https?://)?(hf\.co|huggingface\.co)/", "", name)
+    spec = spec.removesuffix(":latest")
+    if spec.count("/") != 1:
+        raise ValueError(f"{name}: only Hugging Face models can be pulled here (hf.co/user/repo[:quant])")
+    return spec
+
+
+async def pull(router: ModelRouter, body: dict[str, Any], offline: bool) -> AsyncIterator[dict[str, Any]]:
+    """``/api/pull``: the model's files into the download cache (the same choice as ``-hf``), then the
+    router lists it. Progress per file, as NDJSON objects."""
+    spec = hub_spec(body.get("model") or body.get("name"))
+    if offline:
+        raise ValueError("this router is --offline: it downloads nothing")
+    yield {"status": "pulling manifest"}
+    got = await asyncio.to_thread(hub.download, spec)
+    for path in (got.path, got.mmproj):
+        if path is not None:
+            size = path.stat().st_size
+            yield {"status": f"pulling {path.name}", "digest": "", "total": size, "completed": size}
+    router.reload()
+    yield {"status": "success"}
+
+
+async def delete(router: ModelRouter, body: dict[str, Any]) -> None:
+    """``/api/delete``: a model of the download cache (its process stopped first) leaves the cache."""
+    from huggingface_hub import scan_cache_dir
+
+    inst = router.find(str(body.get("model") or body.get("name") or ""))
+    if inst is None:
+        raise RouterError(f"model '{body.get('model') or body.get('name')}' not found", 404)
+    if inst.entry.source != "cache":
+        raise RouterError(f"model name={inst.entry.id} is not removable (not from cache)", 400)
+    if inst.running:
+        await router.unload(inst)
+    repo_id = inst.entry.id.rsplit(":", 1)[0]
+    info = await asyncio.to_thread(scan_cache_dir, os.environ.get("LLAMA_CACHE") or None)
+    hashes = [r.commit_hash for repo in info.repos if repo.repo_id == repo_id for r in repo.revisions]
+    await asyncio.to_thread(info.delete_revisions(*hashes).execute)
+    router.reload()
