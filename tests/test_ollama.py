@@ -138,3 +138,24 @@ def test_pull_of_the_served_model_succeeds_and_of_another_says_why_not(client):
     assert client.pull("tiny").status == "success"
     with pytest.raises(ollama.ResponseError, match="pulling others needs router mode"):
         client.pull("llama3")
+
+
+def test_embed_on_the_served_generation_model(base, client):
+    import numpy as np
+
+    r = client.embed(model="tiny", input=["hello world", "goodbye"])
+    assert len(r.embeddings) == 2 and r.prompt_eval_count > 0
+    assert all(abs(np.linalg.norm(v) - 1) < 1e-6 for v in r.embeddings)  # normalized, as Ollama's
+    assert r.embeddings[0] != r.embeddings[1]
+    short = client.embed(model="tiny", input="hello world", dimensions=8).embeddings[0]
+    head = np.array(r.embeddings[0][:8])
+    assert len(short) == 8 and np.allclose(head / np.linalg.norm(head), short, atol=1e-6)
+    legacy = np.array(client.embeddings(model="tiny", prompt="hello world").embedding)  # not normalized
+    assert np.allclose(legacy / np.linalg.norm(legacy), r.embeddings[0], atol=1e-6)
+    long = "word " * 2000
+    assert len(client.embed(model="tiny", input=long).embeddings) == 1  # truncated to the context by default
+    refused = httpx.post(f"{base}/api/embed", json={"model": "tiny", "input": long, "truncate": False})
+    assert refused.status_code == 400 and "longer than" in refused.json()["error"]
+    # the slots are untouched: generation goes on, and llama-server's own route still refuses
+    assert client.generate(model="tiny", prompt="x", options={"num_predict": 2}).eval_count == 2
+    assert httpx.post(f"{base}/v1/embeddings", json={"input": "x"}).status_code == 501

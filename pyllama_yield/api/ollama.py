@@ -6,27 +6,35 @@ translation is ``ollama_request.py``."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import __version__
 from ..queue import Result
 from ..server.chat import ChatState
-from ..server.params import validation_message
 from ..server.results import CompletionFinal, completion_step
 from .app_state import AppState, json_body
 from .chat import plan_chat
 from .errors import ApiError
-from .ollama_request import ChatRequest, GenerateRequest, chat_body, sampling_fields
+from .ollama_embed import embed, embeddings
+from .ollama_request import (
+    ChatRequest,
+    GenerateRequest,
+    chat_body,
+    check_keep_alive,
+    check_model,
+    model_name,
+    now_iso,
+    ollama_errors,
+    parse_body,
+    sampling_fields,
+)
 
 __all__ = ["chat", "generate", "ps", "pull", "show", "tags", "version"]
 
@@ -35,54 +43,12 @@ NDJSON = "application/x-ndjson"
 OLLAMA_API_VERSION = "0.12.0"  # the Ollama API these routes follow (clients check /api/version)
 
 
-def ollama_errors(fn: Handler) -> Handler:
-    """Errors in Ollama's shape: ``{"error": "message"}`` with the status."""
-
-    @functools.wraps(fn)
-    async def wrapped(request: Request) -> Response:
-        try:
-            return await fn(request)
-        except ApiError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
-
-    return wrapped
-
-
 def _ndjson(item: Any) -> str:
     return json.dumps(item, ensure_ascii=False) + "\n"
 
 
 def _ndjson_error(exc: ApiError) -> str:
     return _ndjson({"error": str(exc)})
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def model_name(state: AppState) -> str:
-    """The served model's Ollama name: ``name:tag``, ``latest`` when it has none."""
-    name = state.model_name.removesuffix(".gguf")
-    return name if ":" in name else f"{name}:latest"
-
-
-def _check_model(state: AppState, name: str) -> None:
-    ours = model_name(state)
-    if name not in {ours, ours.removesuffix(":latest"), state.model_name, *state.settings.aliases}:
-        raise ApiError(f"model '{name}' not found", 404)
-
-
-def _check_keep_alive(value: Any) -> None:
-    """This server keeps its one model loaded: any keep-alive is kept, but an unload (0) cannot be."""
-    if value in (0, "0", "0s", "0m"):
-        raise ApiError("keep_alive 0 (unload) is not possible here: this server serves one model for its lifetime")
-
-
-def _parse(model: type[BaseModel], body: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        raise ApiError(validation_message(exc)) from None
 
 
 def _stats(final: CompletionFinal, t0: float) -> dict[str, Any]:
@@ -108,7 +74,7 @@ class Answer:
         self.state = ChatState(parse) if parse is not None else None
 
     def _head(self) -> dict[str, Any]:
-        return {"model": self.model, "created_at": _now()}
+        return {"model": self.model, "created_at": now_iso()}
 
     def _body(self, content: str, thinking: str, tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
         if not self.chat:
@@ -171,15 +137,17 @@ async def _respond(request: Request, state: AppState, tasks: list[Any], answer: 
 def _loaded(state: AppState, chat: bool) -> JSONResponse:
     """A request with nothing to generate loads the model, as in Ollama (here: it is loaded)."""
     body = {"message": {"role": "assistant", "content": ""}} if chat else {"response": ""}
-    return JSONResponse({"model": model_name(state), "created_at": _now(), **body, "done": True, "done_reason": "load"})
+    return JSONResponse(
+        {"model": model_name(state), "created_at": now_iso(), **body, "done": True, "done_reason": "load"}
+    )
 
 
 @ollama_errors
 async def chat(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    req: ChatRequest = _parse(ChatRequest, await json_body(request))
-    _check_model(state, req.model)
-    _check_keep_alive(req.keep_alive)
+    req: ChatRequest = parse_body(ChatRequest, await json_body(request))
+    check_model(state, req.model)
+    check_keep_alive(req.keep_alive)
     if not req.messages:
         return _loaded(state, chat=True)
     plan = await plan_chat(state, chat_body(req, state.engine.n_ctx_slot))
@@ -190,9 +158,9 @@ async def chat(request: Request) -> Response:
 @ollama_errors
 async def generate(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    req: GenerateRequest = _parse(GenerateRequest, await json_body(request))
-    _check_model(state, req.model)
-    _check_keep_alive(req.keep_alive)
+    req: GenerateRequest = parse_body(GenerateRequest, await json_body(request))
+    check_model(state, req.model)
+    check_keep_alive(req.keep_alive)
     if req.template:
         raise ApiError("template is not supported: the model's own chat template is used (or raw)")
     if req.context:
@@ -249,7 +217,7 @@ def _entry(state: AppState) -> dict[str, Any]:
     return {
         "name": name,
         "model": name,
-        "modified_at": _now(),
+        "modified_at": now_iso(),
         "size": info["size"],
         "digest": info["system_fingerprint"],
         "details": _details(state),
@@ -293,7 +261,7 @@ async def show(request: Request) -> Response:
     name = body.get("model") or body.get("name")
     if not isinstance(name, str):
         raise ApiError("model is required")
-    _check_model(state, name)
+    check_model(state, name)
     meta = state.engine.model.metadata()
     model_info = {k: _typed(v) for k, v in meta.items()}
     return JSONResponse(
@@ -304,7 +272,7 @@ async def show(request: Request) -> Response:
             "details": _details(state),
             "model_info": model_info,
             "capabilities": capabilities(state),
-            "modified_at": _now(),
+            "modified_at": now_iso(),
         }
     )
 
@@ -332,7 +300,7 @@ async def pull(request: Request) -> Response:
     if not isinstance(name, str):
         raise ApiError("model is required")
     try:
-        _check_model(state, name)
+        check_model(state, name)
     except ApiError:
         raise ApiError(f"{name}: this server serves one model; pulling others needs router mode") from None
     return JSONResponse({"status": "success"})
@@ -346,4 +314,6 @@ ROUTES: list[tuple[str, Handler, list[str]]] = [
     ("/api/ps", ps, ["GET"]),
     ("/api/version", version, ["GET"]),
     ("/api/show", show, ["POST"]),
+    ("/api/embed", embed, ["POST"]),
+    ("/api/embeddings", embeddings, ["POST"]),
 ]

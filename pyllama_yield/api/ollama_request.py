@@ -1,17 +1,39 @@
 """Ollama's request shapes (``/api/chat``, ``/api/generate``) translated onto an OpenAI chat body
 or llama-server's completion fields, so they take the engine's one path. Every Ollama option is
-honoured or refused by name, never dropped."""
+honoured or refused by name, never dropped. Also what every Ollama route checks: the model's
+name, ``keep_alive``, the error shape."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
+from ..server.params import validation_message
+from .app_state import AppState
 from .errors import ApiError
 
-__all__ = ["ChatRequest", "GenerateRequest", "OllamaMessage", "chat_body", "sampling_fields"]
+__all__ = [
+    "ChatRequest",
+    "GenerateRequest",
+    "OllamaMessage",
+    "chat_body",
+    "check_keep_alive",
+    "check_model",
+    "model_name",
+    "now_iso",
+    "ollama_errors",
+    "parse_body",
+    "sampling_fields",
+]
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 # Ollama's options → llama-server's request fields (the same meaning; llama.cpp's samplers)
 _OPTIONS = {
@@ -153,3 +175,45 @@ def chat_body(req: ChatRequest, n_ctx_slot: int) -> dict[str, Any]:
     if req.tools:
         body["tools"] = req.tools
     return body
+
+
+def ollama_errors(fn: Handler) -> Handler:
+    """Errors in Ollama's shape: ``{"error": "message"}`` with the status."""
+
+    @functools.wraps(fn)
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except ApiError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+    return wrapped
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def model_name(state: AppState) -> str:
+    """The served model's Ollama name: ``name:tag``, ``latest`` when it has none."""
+    name = state.model_name.removesuffix(".gguf")
+    return name if ":" in name else f"{name}:latest"
+
+
+def check_model(state: AppState, name: str) -> None:
+    ours = model_name(state)
+    if name not in {ours, ours.removesuffix(":latest"), state.model_name, *state.settings.aliases}:
+        raise ApiError(f"model '{name}' not found", 404)
+
+
+def check_keep_alive(value: Any) -> None:
+    """This server keeps its one model loaded: any keep-alive is kept, but an unload (0) cannot be."""
+    if value in (0, "0", "0s", "0m"):
+        raise ApiError("keep_alive 0 (unload) is not possible here: this server serves one model for its lifetime")
+
+
+def parse_body(model: type[BaseModel], body: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise ApiError(validation_message(exc)) from None

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, Strict
 from ..server.chat_request import ChatMessage, ChatRequest
 from ..server.params import CompletionParams, LoraScale, validation_message
 from .errors import ApiError
+from .ollama_embed import EmbeddingsRequest as OllamaEmbeddingsRequest
+from .ollama_embed import EmbedRequest as OllamaEmbedRequest
 from .ollama_request import ChatRequest as OllamaChatRequest
 from .ollama_request import GenerateRequest as OllamaGenerateRequest
 
@@ -199,6 +201,8 @@ REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("/api/generate", "POST"): OllamaGenerateRequest,
     ("/api/show", "POST"): OllamaShowRequest,
     ("/api/pull", "POST"): OllamaShowRequest,
+    ("/api/embed", "POST"): OllamaEmbedRequest,
+    ("/api/embeddings", "POST"): OllamaEmbeddingsRequest,
     ("/tools", "POST"): ToolCallRequest,
     ("/v1/streams/lookup", "POST"): StreamLookupRequest,
     ("/props", "POST"): PropsRequest,

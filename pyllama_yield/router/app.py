@@ -43,7 +43,7 @@ PROXIED_POST = (
     "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/tokenize",
     "/detokenize", "/apply-template", "/chat/completions/input_tokens", "/v1/chat/completions/input_tokens",
     "/responses/input_tokens", "/v1/responses/input_tokens", "/lora-adapters", "/slots/{id_slot}",
-    "/api/chat", "/api/generate", "/api/show",
+    "/api/chat", "/api/generate", "/api/show", "/api/embed", "/api/embeddings",
 )  # fmt: skip
 PROXIED_GET = ("/metrics", "/lora-adapters", "/slots")
 # hop-by-hop and recomputed headers, not passed on either way

@@ -33,6 +33,7 @@ from .metrics import PhaseClock, Stats
 from .outputs import DecodeOutputs
 from .prompt_cache import PromptCache
 from .results import MetricsSnapshot
+from .side_embedder import SideEmbedder
 from .slot import Slot, StopType
 from .slot_files import SlotFiles
 from .slot_start import SlotStarter
@@ -161,6 +162,8 @@ class ServerContext:
             yield_decode=config.limits.yield_decode,
             add_bos=self.vocab.add_bos,
         )
+        # a generation engine embeds beside its slots (Ollama's /api/embed); an embeddings one in them
+        self.side = None if self.embedding else SideEmbedder(self.model, self._ctx_args, self.emitter, self.stats)
         self._handlers = self._task_handlers(config)
 
     def _task_handlers(self, config: EngineConfig) -> dict[TaskType, Callable[[Task], Result | None]]:
@@ -185,7 +188,7 @@ class ServerContext:
         )
         return {
             TaskType.COMPLETION: starter.completion,
-            TaskType.EMBEDDING: starter.embedding,
+            TaskType.EMBEDDING: starter.embedding if self.side is None else self._embed_beside,
             TaskType.SLOT_SAVE: files.save,
             TaskType.SLOT_RESTORE: files.restore,
             TaskType.SLOT_ERASE: files.erase,
@@ -247,7 +250,7 @@ class ServerContext:
     def _free(self) -> None:
         """Close the llama.cpp objects that exist, dependents before the model (also after a
         failed load)."""
-        for name in ("chat", "batch", "kv", "drafter", "projector", "model"):
+        for name in ("chat", "batch", "side", "kv", "drafter", "projector", "model"):
             owner = getattr(self, name, None)
             if owner is not None:
                 owner.close()
@@ -287,6 +290,8 @@ class ServerContext:
         if sleeping:
             self.stats.on_sleeping(True)  # what scrapes see while asleep: before the caches go
             self.kv.sleep(self.slots)
+            if self.side is not None:
+                self.side.close()
         else:
             self.kv.wake()
             self.loras.forget_applied()
@@ -296,7 +301,13 @@ class ServerContext:
     def _update_slots(self) -> None:
         self._check_loop_thread()
         self._running.set()
+        if self.side is not None and self.side.busy:
+            self.side.run(self.queue)  # between steps, never inside one
         self.step.run()
+
+    def _embed_beside(self, task: Task) -> None:
+        assert self.side is not None
+        self.side.add(task.id, task.payload)
 
     # --- tasks (loop thread, or the worker while yielding) -----------------------------------
     def _on_task(self, task: Task, is_yielding: bool) -> bool:

@@ -203,9 +203,11 @@ class TaskBuilder:
                 params = params.model_copy(update={"n_predict": cap})
         return params
 
-    def make_embedding_tasks(self, inputs: Any, normalize: int = 2) -> list[EmbeddingTask]:
-        """One task per input (the prompt forms of completions); each must fit one ubatch."""
-        if not self.limits.embedding:
+    def make_embedding_tasks(self, inputs: Any, normalize: int = 2, any_model: bool = False) -> list[EmbeddingTask]:
+        """One task per input (the prompt forms of completions); each must fit one ubatch.
+        ``any_model``: a generation engine embeds too (beside its slots, mean-pooled, as Ollama
+        does); llama-server's routes refuse that."""
+        if not (self.limits.embedding or any_model):
             raise NotImplementedError("This server does not support embeddings. Start it with `--embeddings`")
         prompts = tokenize_prompts(inputs, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
         tasks = []
