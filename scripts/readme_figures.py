@@ -163,7 +163,41 @@ def wheel_builds(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _suite_counts(files: dict[str, Any]) -> dict[str, Any]:
+    """Per file: the tests llama-server passed, and those of them ours passed too."""
+    out = {}
+    for f, row in files.items():
+        llama = row.get("llama", {}).get("tests", {})
+        ours = row.get("ours", {}).get("tests", {})
+        passed = [t for t, v in llama.items() if v["outcome"] == "passed"]
+        both = [t for t in passed if ours.get(t, {}).get("outcome") == "passed"]
+        out[f] = {"llama_passed": passed, "ours_too": both}
+    return out
+
+
+def upstream_server_tests(result: dict[str, Any]) -> str:
+    counts = _suite_counts(result["files"])
+    flags = result.get("flags", {})
+    lines = [
+        f"llama.cpp's server suite at this pin, llama-server and ours on {flags.get('model', '?')} "
+        f"(`benchmarks/upstream_server_tests.json`, commit `{result.get('commit', '?')[:9]}`, "
+        f"{result.get('when', '?')}, slow tests {'on' if flags.get('slow') == '1' else 'off'}): ours passes "
+        f"**{result['ours_passed_of_llama']} of the {result['llama_passed']}** tests llama-server passes.",
+        "",
+        "| file | llama-server passed / run | ours passed / run | ours, of llama-server's passes |",
+        "|---|---|---|---|",
+    ]
+    for f, row in result["files"].items():
+        cells = [f"{row[t]['passed']}/{row[t]['total']}" if t in row else "-" for t in ("llama", "ours")]
+        c = counts[f]
+        lines.append(f"| `{f}` | {cells[0]} | {cells[1]} | {len(c['ours_too'])}/{len(c['llama_passed'])} |")
+    missed = [f"`{t}`" for f, c in counts.items() for t in c["llama_passed"] if t not in c["ours_too"]]
+    lines += ["", "Passed by llama-server, not by ours: " + (", ".join(missed) if missed else "none") + "."]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "upstream_server_tests": upstream_server_tests,
     "wheel_builds": wheel_builds,
     "bench_llama_api": bench_llama_api,
     "bench_serving": bench_serving,
@@ -213,6 +247,11 @@ def _summaries(name: str, result: dict[str, Any]) -> dict[str, Any]:
                 bursts[0]["first_event_slowest_ms"], bursts[1]["first_event_slowest_ms"]
             )
         return {"medians": medians, "ratios": per_n}
+    if name == "upstream_server_tests":
+        counts = _suite_counts(result["files"])
+        llama = sum(len(c["llama_passed"]) for c in counts.values())
+        ours = sum(len(c["ours_too"]) for c in counts.values())
+        return {"llama_passed": llama, "ours_passed_of_llama": ours, "ratio": ours / llama if llama else None}
     if name == "bench_webui":
         med = {m["page"]: m["tok_s"] for m in _median_rows(result["rows"], ("page",), ("tok_s",))}
         return {"median_tok_s": med, "ratio_open_closed": med["open"] / med["closed"]}

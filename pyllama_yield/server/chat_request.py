@@ -35,12 +35,12 @@ __all__ = [
     "UnsupportedMediaError",
 ]
 
-# media kinds a server without a projector refuses (llama-server's words, and a 500 there)
+# media kinds a server without a projector refuses (llama-server's words, and its server_error kind)
 _MEDIA = {"image_url": "image", "input_audio": "audio", "input_video": "video", "video_url": "video"}
 
 
 class UnsupportedMediaError(ValueError):
-    """A medium this server cannot take (no ``--mmproj``); llama-server answers it with a 500."""
+    """A medium this server cannot take (no ``--mmproj``); llama-server answers it as a server error."""
 
 
 class ContentPart(BaseModel):
