@@ -159,3 +159,30 @@ def test_embed_on_the_served_generation_model(base, client):
     # the slots are untouched: generation goes on, and llama-server's own route still refuses
     assert client.generate(model="tiny", prompt="x", options={"num_predict": 2}).eval_count == 2
     assert httpx.post(f"{base}/v1/embeddings", json={"input": "x"}).status_code == 501
+
+
+def test_a_suffix_needs_the_models_fim_tokens(client):
+    with pytest.raises(ollama.ResponseError, match="Infill is not supported by this model") as refused:
+        client.generate(model="tiny", prompt="def f(", suffix="return 1", options={"num_predict": 2})
+    assert refused.value.status_code == 501  # the tiny model has none: refused with the reason
+
+
+def test_images_go_through_the_projector(tmp_path):
+    import base64
+
+    from pyllama_yield.testing import make_test_image, make_tiny_vision_model
+
+    model, mmproj = make_tiny_vision_model(tmp_path)
+    proc, url = start_server(model, "--mmproj", str(mmproj), "-c", "2048", "-np", "1", "-t", "1", "-a", "vis")
+    try:
+        client = ollama.Client(host=url)
+        assert "vision" in client.show("vis").capabilities
+        picture = base64.b64encode(make_test_image(32, 32)).decode()
+        ask = {"role": "user", "content": "What is this?"}
+        plain = client.chat(model="vis", messages=[ask], options={"num_predict": 1})
+        seen = client.chat(model="vis", messages=[{**ask, "images": [picture]}], options={"num_predict": 1})
+        assert seen.done and seen.prompt_eval_count > plain.prompt_eval_count  # the image's tokens
+        g = client.generate(model="vis", prompt="Describe", images=[picture], options={"num_predict": 1})
+        assert g.done and g.prompt_eval_count > plain.prompt_eval_count
+    finally:
+        stop_server(proc)

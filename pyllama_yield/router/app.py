@@ -62,7 +62,8 @@ def _autoload(request: Request) -> bool | None:
 def model_json(inst: Instance) -> dict[str, Any]:
     """One model of ``GET /models``, as llama-server lists it."""
     status: dict[str, Any] = {
-        "value": "loading" if inst.queued and not inst.running else inst.status,
+        # llama-server's values: a model being stopped still shows "loaded" until its process is gone
+        "value": "loading" if inst.queued and not inst.running else inst.status.replace("stopping", "loaded"),
         "args": inst.command(inst.port if inst.running else 0),
     }
     if not inst.running and inst.exit_code:

@@ -44,8 +44,9 @@ def _free_port() -> int:
 
 
 class Instance:
-    """A model of the router and its process, if one runs. ``status``: "unloaded", "loading" or
-    "loaded"; ``exit_code``: how its last process ended when it ended on its own."""
+    """A model of the router and its process, if one runs. ``status``: "unloaded", "loading",
+    "loaded" or "stopping" (a request for it then waits for the stop and loads it again);
+    ``exit_code``: how its last process ended when it ended on its own."""
 
     def __init__(self, entry: ModelEntry, base_args: list[str]) -> None:
         self.entry = entry
@@ -125,6 +126,7 @@ class Instance:
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL after the model's stop timeout; the model is unloaded after."""
         proc, self._stopping = self._proc, True
+        self.status = "stopping"
         try:
             if proc is not None and proc.poll() is None:
                 proc.terminate()

@@ -95,6 +95,8 @@ class ModelRouter:
         if not (self.autoload if autoload is None else autoload) and not inst.running:
             raise RouterError("model is not loaded")
         async with self._admission:
+            while inst.status == "stopping":  # an unload in progress: its process goes first
+                await asyncio.sleep(0.02)
             if inst.loading is None and not (inst.running and inst.status == "loaded"):
                 await self._make_room(inst)
                 inst.loading = asyncio.get_running_loop().create_task(self._start(inst))
@@ -122,7 +124,7 @@ class ModelRouter:
             others = [i for i in self._running() if i is not wanted and not i.pinned]
             if not others:  # every running model is pinned: no room will ever come
                 raise RouterError("model limit reached, try again later", 500, "server_error")
-            idle = [i for i in others if i.n_busy == 0 and i.loading is None]
+            idle = [i for i in others if i.n_busy == 0 and i.status == "loaded"]
             if idle:
                 await min(idle, key=lambda i: i.last_used).stop()
                 continue
