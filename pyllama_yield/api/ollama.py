@@ -27,12 +27,11 @@ from .ollama_request import (
     ChatRequest,
     GenerateRequest,
     chat_body,
-    check_keep_alive,
     check_model,
     model_name,
     now_iso,
     ollama_errors,
-    parse_body,
+    read_request,
     sampling_fields,
 )
 
@@ -144,10 +143,7 @@ def _loaded(state: AppState, chat: bool) -> JSONResponse:
 
 @ollama_errors
 async def chat(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
-    req: ChatRequest = parse_body(ChatRequest, await json_body(request))
-    check_model(state, req.model)
-    check_keep_alive(req.keep_alive)
+    state, req = await read_request(request, ChatRequest)
     if not req.messages:
         return _loaded(state, chat=True)
     plan = await plan_chat(state, chat_body(req, state.engine.n_ctx_slot))
@@ -157,10 +153,7 @@ async def chat(request: Request) -> Response:
 
 @ollama_errors
 async def generate(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
-    req: GenerateRequest = parse_body(GenerateRequest, await json_body(request))
-    check_model(state, req.model)
-    check_keep_alive(req.keep_alive)
+    state, req = await read_request(request, GenerateRequest)
     if req.template:
         raise ApiError("template is not supported: the model's own chat template is used (or raw)")
     if req.context:

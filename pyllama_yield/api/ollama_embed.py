@@ -13,9 +13,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..server.results import EmbeddingVectors
-from .app_state import AppState, json_body
+from .app_state import AppState
 from .errors import ApiError
-from .ollama_request import check_keep_alive, check_model, model_name, ollama_errors, parse_body
+from .ollama_request import model_name, ollama_errors, read_request
 
 __all__ = ["embed", "embeddings"]
 
@@ -62,10 +62,7 @@ def _refuse_options(options: dict[str, Any] | None) -> None:
 
 @ollama_errors
 async def embed(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
-    req: EmbedRequest = parse_body(EmbedRequest, await json_body(request))
-    check_model(state, req.model)
-    check_keep_alive(req.keep_alive)
+    state, req = await read_request(request, EmbedRequest)
     _refuse_options(req.options)
     texts = [req.input] if isinstance(req.input, str) else req.input
     if not texts or any(not t for t in texts):
@@ -90,10 +87,7 @@ async def embed(request: Request) -> Response:
 
 @ollama_errors
 async def embeddings(request: Request) -> Response:
-    state: AppState = request.app.state.pyllama
-    req: EmbeddingsRequest = parse_body(EmbeddingsRequest, await json_body(request))
-    check_model(state, req.model)
-    check_keep_alive(req.keep_alive)
+    state, req = await read_request(request, EmbeddingsRequest)
     _refuse_options(req.options)
     if not req.prompt:
         return JSONResponse({"embedding": []})

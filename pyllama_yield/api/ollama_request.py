@@ -9,14 +9,14 @@ import functools
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..server.params import validation_message
-from .app_state import AppState
+from .app_state import AppState, json_body
 from .errors import ApiError
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "now_iso",
     "ollama_errors",
     "parse_body",
+    "read_request",
     "sampling_fields",
 ]
 
@@ -212,8 +213,21 @@ def check_keep_alive(value: Any) -> None:
         raise ApiError("keep_alive 0 (unload) is not possible here: this server serves one model for its lifetime")
 
 
-def parse_body(model: type[BaseModel], body: dict[str, Any]) -> Any:
+def parse_body(model: type[M], body: dict[str, Any]) -> M:
     try:
         return model.model_validate(body)
     except ValidationError as exc:
         raise ApiError(validation_message(exc)) from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def read_request(request: Request, model: type[M]) -> tuple[AppState, M]:
+    """What every generating or embedding route does first: the body as ``model``, checked for
+    the served model's name and a ``keep_alive`` this server can keep."""
+    state: AppState = request.app.state.pyllama
+    req = parse_body(model, await json_body(request))
+    check_model(state, req.model)  # type: ignore[attr-defined]  # each of these requests has one
+    check_keep_alive(req.keep_alive)  # type: ignore[attr-defined]
+    return state, req
