@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HubError", "HubModel", "download", "download_matching", "file_tag"]
+__all__ = ["HubError", "HubModel", "default_cache_dir", "download", "download_matching", "file_tag"]
 
 DEFAULT_QUANTS = ("Q4_K_M", "Q8_0")
 _SHARD = re.compile(r"^(.+)-(\d{5})-of-(\d{5})$")
@@ -48,7 +48,8 @@ def file_tag(file_name: str) -> str | None:
     return m[1].upper() if m else None
 
 
-def _cache_dir() -> str | None:
+def default_cache_dir() -> str | None:
+    """The download cache: ``$LLAMA_CACHE`` (llama.cpp's), else None: huggingface_hub's own."""
     return os.environ.get("LLAMA_CACHE") or None
 
 
@@ -70,7 +71,7 @@ def _repo_files(repo: str, token: str | None, offline: bool, cache_dir: str | No
 
     try:
         if offline:
-            folder = Path(snapshot_download(repo, local_files_only=True, cache_dir=cache_dir or _cache_dir()))
+            folder = Path(snapshot_download(repo, local_files_only=True, cache_dir=cache_dir or default_cache_dir()))
             return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
         return sorted(HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=token).list_repo_files(repo))
     except LocalEntryNotFoundError:
@@ -128,7 +129,7 @@ def _fetch(
                 repo,
                 f,
                 token=token,
-                cache_dir=cache_dir or _cache_dir(),
+                cache_dir=cache_dir or default_cache_dir(),
                 local_dir=None if local_dir is None else os.fspath(local_dir),
                 local_files_only=offline,
                 endpoint=os.environ.get("HF_ENDPOINT"),

@@ -32,6 +32,7 @@ from .ollama_request import (
     now_iso,
     ollama_errors,
     read_request,
+    requested_model,
     sampling_fields,
 )
 
@@ -250,10 +251,7 @@ def capabilities(state: AppState) -> list[str]:
 @ollama_errors
 async def show(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    body = await json_body(request)
-    name = body.get("model") or body.get("name")
-    if not isinstance(name, str):
-        raise ApiError("model is required")
+    name = requested_model(await json_body(request))
     check_model(state, name)
     meta = state.engine.model.metadata()
     model_info = {k: _typed(v) for k, v in meta.items()}
@@ -288,10 +286,7 @@ def _typed(value: str) -> Any:
 async def pull(request: Request) -> Response:
     """One model is served here: pulling it succeeds at once; any other needs router mode."""
     state: AppState = request.app.state.pyllama
-    body = await json_body(request)
-    name = body.get("model") or body.get("name")
-    if not isinstance(name, str):
-        raise ApiError("model is required")
+    name = requested_model(await json_body(request))
     try:
         check_model(state, name)
     except ApiError:

@@ -31,6 +31,7 @@ __all__ = [
     "ollama_errors",
     "parse_body",
     "read_request",
+    "requested_model",
     "sampling_fields",
 ]
 
@@ -199,6 +200,14 @@ def model_name(state: AppState) -> str:
     """The served model's Ollama name: ``name:tag``, ``latest`` when it has none."""
     name = state.model_name.removesuffix(".gguf")
     return name if ":" in name else f"{name}:latest"
+
+
+def requested_model(body: dict[str, Any]) -> str:
+    """The model a body names (``model``, or Ollama's older ``name``); a 400 without one."""
+    name = body.get("model") or body.get("name")
+    if not isinstance(name, str):
+        raise ApiError("model is required")
+    return name
 
 
 def check_model(state: AppState, name: str) -> None:

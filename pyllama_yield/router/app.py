@@ -136,7 +136,7 @@ class RouterRoutes:
         body = await request.body()
         try:
             fields = json.loads(body or b"{}") if body else {}
-            name = fields.get("model") or fields.get("name")  # Ollama's /api/show says "name" too
+            name = ollama.body_model(fields)
         except (ValueError, AttributeError):
             raise ApiError("the request body is not a JSON object") from None
         if request.url.path.startswith("/api/") and "keep_alive" in fields:

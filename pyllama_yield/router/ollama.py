@@ -5,7 +5,6 @@ time to stay loaded, and errors take Ollama's shape."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -21,10 +20,15 @@ from ..api.ollama import OLLAMA_API_VERSION
 from .instances import Instance
 from .registry import ModelRouter, RouterError
 
-__all__ = ["delete", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", "pull", "tags", "version"]
+__all__ = ["body_model", "delete", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", "pull", "tags", "version"]
 
 _PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|h|m|s)?")
 _UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def body_model(body: dict[str, Any]) -> Any:
+    """The model a request's body names: ``model``, or Ollama's older ``name`` (any JSON value)."""
+    return body.get("model") or body.get("name")
 
 
 def keep_alive_seconds(value: Any) -> float:
@@ -100,7 +104,7 @@ def hub_spec(name: Any) -> str:
 async def pull(router: ModelRouter, body: dict[str, Any], offline: bool) -> AsyncIterator[dict[str, Any]]:
     """``/api/pull``: the model's files into the download cache (the same choice as ``-hf``), then the
     router lists it. Progress per file, as NDJSON objects."""
-    spec = hub_spec(body.get("model") or body.get("name"))
+    spec = hub_spec(body_model(body))
     if offline:
         raise ValueError("this router is --offline: it downloads nothing")
     yield {"status": "pulling manifest"}
@@ -117,15 +121,16 @@ async def delete(router: ModelRouter, body: dict[str, Any]) -> None:
     """``/api/delete``: a model of the download cache (its process stopped first) leaves the cache."""
     from huggingface_hub import scan_cache_dir
 
-    inst = router.find(str(body.get("model") or body.get("name") or ""))
+    name = body_model(body)
+    inst = router.find(name) if isinstance(name, str) else None
     if inst is None:
-        raise RouterError(f"model '{body.get('model') or body.get('name')}' not found", 404)
+        raise RouterError(f"model '{name}' not found", 404)
     if inst.entry.source != "cache":
         raise RouterError(f"model name={inst.entry.id} is not removable (not from cache)", 400)
     if inst.running:
         await router.unload(inst)
     repo_id = inst.entry.id.rsplit(":", 1)[0]
-    info = await asyncio.to_thread(scan_cache_dir, os.environ.get("LLAMA_CACHE") or None)
+    info = await asyncio.to_thread(scan_cache_dir, hub.default_cache_dir())
     hashes = [r.commit_hash for repo in info.repos if repo.repo_id == repo_id for r in repo.revisions]
     await asyncio.to_thread(info.delete_revisions(*hashes).execute)
     router.reload()

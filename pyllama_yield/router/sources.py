@@ -10,11 +10,10 @@ command line above all (``instances.py`` adds it).
 from __future__ import annotations
 
 import configparser
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..hub import file_tag
+from ..hub import default_cache_dir, file_tag
 from ..settings import ServerSettings
 
 __all__ = ["ModelEntry", "PresetError", "collect", "hf_cache_models", "models_dir_models", "preset_models"]
@@ -96,7 +95,7 @@ def hf_cache_models(cache_dir: str | None = None) -> dict[str, ModelEntry]:
         from huggingface_hub.errors import CacheNotFound
     except ImportError:  # the server extra brings it; without it there is no cache source
         return {}
-    folder = cache_dir or os.environ.get("LLAMA_CACHE") or None
+    folder = cache_dir or default_cache_dir()
     try:
         info = scan_cache_dir(folder)
     except CacheNotFound:
