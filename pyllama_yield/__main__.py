@@ -92,24 +92,36 @@ def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSet
 
 def _from_hub(settings):  # noqa: ANN001, ANN202 - ServerSettings, imported lazily
     """``-hf``: the settings with the downloaded (or cached) model, and its projector unless
-    ``--mmproj`` or ``--no-mmproj`` says otherwise."""
+    ``--mmproj`` or ``--no-mmproj`` says otherwise; ``-hfd``: the draft model, ``-md`` naming
+    its file in that repo as llama.cpp has it."""
     from pyllama_yield import hub
 
-    got = hub.download(
-        settings.hf_repo,
-        settings.hf_file,
-        token=settings.hf_token,
-        offline=settings.offline,
-        mmproj=not settings.no_mmproj,
-    )
-    mmproj = settings.mmproj or (str(got.mmproj) if got.mmproj else None)
-    return settings.model_copy(update={"model": str(got.path), "mmproj": mmproj})
+    update = {}
+    if settings.hf_repo and not settings.model:
+        got = hub.download(
+            settings.hf_repo,
+            settings.hf_file,
+            token=settings.hf_token,
+            offline=settings.offline,
+            mmproj=not settings.no_mmproj,
+        )
+        update = {"model": str(got.path), "mmproj": settings.mmproj or (str(got.mmproj) if got.mmproj else None)}
+    if settings.hf_repo_draft:
+        draft = hub.download(
+            settings.hf_repo_draft,
+            settings.model_draft,
+            token=settings.hf_token,
+            offline=settings.offline,
+            mmproj=False,
+        )
+        update["model_draft"] = str(draft.path)
+    return settings.model_copy(update=update)
 
 
 def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
     from pyllama_yield.server import Engine
 
-    if settings.hf_repo and not settings.model:
+    if (settings.hf_repo and not settings.model) or settings.hf_repo_draft:
         settings = _from_hub(settings)
     path = _model_path(settings, stack)
     from pyllama_yield.cli import engine_config

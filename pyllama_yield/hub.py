@@ -15,10 +15,15 @@ import fnmatch
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["HubError", "HubModel", "default_cache_dir", "download", "download_matching", "file_tag"]
+__all__ = [
+    "DownloadCancelled", "HubError", "HubModel", "Plan", "Progress", "default_cache_dir", "download",
+    "download_matching", "file_tag", "plan", "remove_cached",
+]  # fmt: skip
 
 DEFAULT_QUANTS = ("Q4_K_M", "Q8_0")
 _SHARD = re.compile(r"^(.+)-(\d{5})-of-(\d{5})$")
@@ -27,6 +32,23 @@ _TAG = re.compile(r"[-.]([A-Za-z0-9_]+)$")
 
 class HubError(ValueError):
     """A model that cannot be had: no such repo or file, not in the cache offline, no network."""
+
+
+class DownloadCancelled(HubError):
+    """A download stopped on request (its partial file stays in the cache, to be resumed)."""
+
+
+# a file's progress: its URL, bytes so far, its size (0 when the Hub did not say)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``-hf`` would fetch: the repo, the model's files (its shards) and the projector."""
+
+    repo: str
+    model: list[str]
+    mmproj: str | None
 
 
 @dataclass(frozen=True)
@@ -113,6 +135,8 @@ def _fetch(
     offline: bool,
     cache_dir: str | None = None,
     local_dir: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[Path]:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
@@ -133,7 +157,10 @@ def _fetch(
                 local_dir=None if local_dir is None else os.fspath(local_dir),
                 local_files_only=offline,
                 endpoint=os.environ.get("HF_ENDPOINT"),
+                tqdm_class=_watched(f"{repo}/{f}", progress, cancelled),
             )
+        except DownloadCancelled:
+            raise
         except LocalEntryNotFoundError:
             raise HubError(f"{repo}/{f}: not in the cache, and --offline forbids a download") from None
         except (HfHubHTTPError, OSError) as exc:
@@ -142,20 +169,87 @@ def _fetch(
     return out
 
 
-def download(
-    spec: str, hf_file: str | None = None, *, token: str | None = None, offline: bool = False, mmproj: bool = True
-) -> HubModel:
-    """``user/repo[:quant]`` (``-hf``), or ``hf_file`` of that repo (``-hff``), downloaded (or
-    found in the cache) with its projector unless ``mmproj`` is False."""
+def _watched(name: str, progress: Progress | None, cancelled: Callable[[], bool] | None) -> type[Any] | None:
+    """A progress-bar class for huggingface_hub that also reports each chunk to ``progress`` and
+    stops the download (:class:`DownloadCancelled`) once ``cancelled()`` is true."""
+    if progress is None and cancelled is None:
+        return None
+    from huggingface_hub.utils import tqdm
+
+    class Watched(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.done = int(kwargs.get("initial") or 0)  # a hidden bar counts nothing itself
+
+        def update(self, n: float | None = 1) -> bool | None:
+            if cancelled is not None and cancelled():
+                raise DownloadCancelled(f"{name}: download cancelled")
+            self.done += int(n or 0)
+            if progress is not None:
+                progress(name, self.done, int(self.total or 0))
+            return super().update(n)
+
+    return Watched
+
+
+def plan(spec: str, hf_file: str | None = None, *, token: str | None = None, offline: bool = False) -> Plan:
+    """The files ``user/repo[:quant]`` (``-hf``), or ``hf_file`` of that repo (``-hff``), stands
+    for, asked of the Hub (or the cache offline) without downloading them: a name that cannot be
+    had fails here, with its reason."""
     repo, _, quant = spec.partition(":")
     if repo.count("/") != 1:
         raise HubError(f"-hf {spec}: expected user/repo[:quant]")
-    offline = _offline(offline)
-    files = _repo_files(repo, token, offline)
-    model = _pick(repo, files, quant or None, hf_file)
+    files = _repo_files(repo, token, offline or _offline(False))  # a cache-only look changes nothing global
     projectors = sorted(f for f in files if f.endswith(".gguf") and "mmproj" in Path(f).name.lower())
-    paths = _fetch(repo, model + projectors[:1] if mmproj else model, token, offline)
-    return HubModel(paths[0], paths[len(model)] if mmproj and projectors else None)
+    return Plan(repo, _pick(repo, files, quant or None, hf_file), projectors[0] if projectors else None)
+
+
+def download(
+    spec: str | Plan,
+    hf_file: str | None = None,
+    *,
+    token: str | None = None,
+    offline: bool = False,
+    mmproj: bool = True,
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> HubModel:
+    """``user/repo[:quant]`` (``-hf``), or ``hf_file`` of that repo (``-hff``), downloaded (or
+    found in the cache) with its projector unless ``mmproj`` is False. ``progress`` hears of every
+    chunk; ``cancelled`` is asked at every chunk and stops the download when true."""
+    got = spec if isinstance(spec, Plan) else plan(spec, hf_file, token=token, offline=_offline(offline))
+    wanted = got.model + ([got.mmproj] if mmproj and got.mmproj else [])
+    paths = _fetch(got.repo, wanted, token, _offline(offline), progress=progress, cancelled=cancelled)
+    return HubModel(paths[0], paths[len(got.model)] if len(paths) > len(got.model) else None)
+
+
+def remove_cached(spec: str, cache_dir: str | None = None) -> bool:
+    """``user/repo[:quant]`` out of the download cache, as llama.cpp removes it: with a quant the
+    files of that quant only (the repo goes when no model file is left), without one the whole
+    repo. False when nothing of it was cached."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    repo, _, quant = spec.partition(":")
+    try:
+        info = scan_cache_dir(cache_dir or default_cache_dir())
+    except CacheNotFound:
+        return False
+    cached = next((r for r in info.repos if r.repo_id == repo and r.repo_type == "model"), None)
+    if cached is None:
+        return False
+    files = [f for r in cached.revisions for f in r.files]
+    gone = [f for f in files if not quant or file_tag(f.file_name) == quant.upper()]
+    kept = [f for f in files if f not in gone]
+    if not any(f.file_name.endswith(".gguf") and "mmproj" not in f.file_name.lower() for f in kept):
+        info.delete_revisions(*(r.commit_hash for r in cached.revisions)).execute()
+        return bool(gone)
+    shared = {f.blob_path for f in kept}  # the cache keeps one blob for equal files
+    for f in gone:
+        f.file_path.unlink(missing_ok=True)
+        if f.blob_path not in shared:
+            f.blob_path.unlink(missing_ok=True)
+    return bool(gone)
 
 
 def download_matching(

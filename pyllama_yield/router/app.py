@@ -1,5 +1,6 @@
 """The router's HTTP side, with llama-server's router contract: ``/models`` (each model's status),
-``/models/load`` and ``/models/unload``, ``/props`` with ``role: router``, and every model route
+``/models/load`` and ``/models/unload``, downloads (``POST /models``, ``DELETE /models``) and the
+events of ``/models/sse``, ``/props`` with ``role: router``, and every model route
 passed to the model's own ``serve`` — a POST by its body's ``model``, a GET by ``?model=`` —
 streamed through as it comes. The API key is checked here; the models' processes take none.
 """
@@ -29,6 +30,7 @@ from ..api.errors import ApiError, error_response
 from ..api.middleware import ServerMiddleware
 from ..settings import ServerSettings
 from . import ollama
+from .downloads import Downloads
 from .instances import Instance
 from .registry import ModelRouter, RouterError
 
@@ -61,9 +63,9 @@ def _autoload(request: Request) -> bool | None:
 
 def model_json(inst: Instance) -> dict[str, Any]:
     """One model of ``GET /models``, as llama-server lists it."""
+    inst.refresh()
     status: dict[str, Any] = {
-        # llama-server's values: a model being stopped still shows "loaded" until its process is gone
-        "value": "loading" if inst.queued and not inst.running else inst.status.replace("stopping", "loaded"),
+        "value": inst.shown_status,
         "args": inst.command(inst.port if inst.running else 0),
     }
     if not inst.running and inst.exit_code:
@@ -93,6 +95,7 @@ class RouterRoutes:
         self.router = router
         self.settings = settings
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(settings.timeout, connect=10))
+        self.downloads = Downloads(router, settings.hf_token)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -115,8 +118,24 @@ class RouterRoutes:
     async def models(self, request: Request) -> Response:
         if request.query_params.get("reload"):
             self.router.reload()
-        data = [model_json(i) for i in self.router.instances.values()]
+        data = [model_json(i) for i in self.router.instances.values() if not i.entry.hidden]
+        data += [d.model_json() for d in self.downloads.active.values()]
         return JSONResponse({"data": data, "object": "list"})
+
+    async def download(self, request: Request) -> Response:
+        await self.downloads.start((await _json(request)).get("model"))
+        return JSONResponse({"success": True})
+
+    async def remove(self, request: Request) -> Response:
+        await self.downloads.remove(request.query_params.get("model"))
+        return JSONResponse({"success": True})
+
+    async def events(self, request: Request) -> Response:
+        """``GET /models/sse``: subscribed before the answer starts, so no event after it is lost."""
+        queue = self.router.events.subscribe()
+        lines = self.router.events.stream(queue, request.is_disconnected)
+        return StreamingResponse(lines, media_type="text/event-stream", background=BackgroundTask(
+            self.router.events.unsubscribe, queue))  # fmt: skip
 
     async def load(self, request: Request) -> Response:
         inst = self.router.find(str((await _json(request)).get("model", "")))
@@ -126,7 +145,11 @@ class RouterRoutes:
         return JSONResponse({"success": True})
 
     async def unload(self, request: Request) -> Response:
-        inst = self.router.find(str((await _json(request)).get("model", "")))
+        name = str((await _json(request)).get("model", ""))
+        if name in self.downloads.active:  # llama-server: unloading a download cancels it
+            await self.downloads.remove(name)
+            return JSONResponse({"success": True})
+        inst = self.router.find(name)
         if inst is None:
             raise ApiError("model is not found")
         await self.router.unload(inst)
@@ -152,9 +175,9 @@ class RouterRoutes:
     async def pull(self, request: Request) -> Response:
         """Ollama's ``/api/pull``: NDJSON progress (or, with ``stream: false``, the last status)."""
         body = await _json(request)
-        events = ollama.pull(self.router, body, self.settings.offline)
+        events = ollama.pull(self.router, body, self.settings.hf_token)
         try:
-            first = await events.__anext__()  # a bad name or --offline: a plain error
+            first = await events.__anext__()  # a bad name: a plain error
             if body.get("stream") is False:
                 last = first
                 async for event in events:
@@ -174,7 +197,7 @@ class RouterRoutes:
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
     async def delete(self, request: Request) -> Response:
-        await ollama.delete(self.router, await _json(request))
+        await self.downloads.remove(ollama.removable(self.router, await _json(request)))
         return Response(status_code=200)
 
     async def proxy_get(self, request: Request) -> Response:
@@ -282,6 +305,9 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
         ("/v1/health", h.health, ["GET"], True),
         ("/props", h.props, ["GET", "POST"], False),
         ("/models", h.models, ["GET"], False),
+        ("/models", h.download, ["POST"], False),
+        ("/models", h.remove, ["DELETE"], False),
+        ("/models/sse", h.events, ["GET"], False),
         ("/v1/models", h.models, ["GET"], False),
         ("/models/load", h.load, ["POST"], False),
         ("/models/unload", h.unload, ["POST"], False),
@@ -305,6 +331,7 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
             yield
         finally:
             reaper.cancel()
+            await h.downloads.cancel_all()
             await router.stop_all()
             await h.client.aclose()
 

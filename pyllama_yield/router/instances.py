@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import httpx
 
@@ -51,7 +52,8 @@ class Instance:
     def __init__(self, entry: ModelEntry, base_args: list[str]) -> None:
         self.entry = entry
         self.base_args = base_args  # the router's own flags: they win over the model's
-        self.status = "unloaded"
+        self.on_change: Callable[[Instance], None] | None = None  # hears every change of shown_status
+        self._status = "unloaded"
         self.exit_code: int | None = None
         self.port = 0
         self.last_used = 0.0  # the last request's start (least recently used goes first)
@@ -62,6 +64,25 @@ class Instance:
         self.keep_alive_asked: float | None = None  # Ollama's keep_alive, from the last request that gave one
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = False
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    @status.setter
+    def status(self, value: str) -> None:
+        before = self.shown_status
+        self._status = value
+        if self.on_change is not None and self.shown_status != before:
+            self.on_change(self)
+
+    @property
+    def shown_status(self) -> str:
+        """The status llama-server would show: a model asked for and waiting for room is "loading",
+        one being stopped is still "loaded" until its process is gone."""
+        if self.queued and self._status == "unloaded":
+            return "loading"
+        return self._status.replace("stopping", "loaded")
 
     def command(self, port: int) -> list[str]:
         own = ["--host", "127.0.0.1", "--port", str(port), "--alias", self.entry.id]
@@ -94,8 +115,8 @@ class Instance:
         code = proc.poll()
         if code is not None:
             self._proc = None
-            self.status = "unloaded"
             self.exit_code = 128 - code if code < 0 else code  # a signal, as a shell reports it
+            self.status = "unloaded"
 
     async def start(self, timeout_s: float = 600) -> None:
         """Start the process and wait until it serves; :class:`LoadFailed` when it exits first."""

@@ -20,7 +20,7 @@ from ..api.ollama import OLLAMA_API_VERSION
 from .instances import Instance
 from .registry import ModelRouter, RouterError
 
-__all__ = ["body_model", "delete", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", "pull", "tags", "version"]
+__all__ = ["body_model", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", "pull", "removable", "tags", "version"]
 
 _PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|h|m|s)?")
 _UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -101,14 +101,13 @@ def hub_spec(name: Any) -> str:
     return spec
 
 
-async def pull(router: ModelRouter, body: dict[str, Any], offline: bool) -> AsyncIterator[dict[str, Any]]:
+async def pull(router: ModelRouter, body: dict[str, Any], token: str | None) -> AsyncIterator[dict[str, Any]]:
     """``/api/pull``: the model's files into the download cache (the same choice as ``-hf``), then the
-    router lists it. Progress per file, as NDJSON objects."""
+    router lists it. Progress per file, as NDJSON objects. As ``POST /models``, an explicit download
+    whatever ``--offline`` (which governs where models are found)."""
     spec = hub_spec(body_model(body))
-    if offline:
-        raise ValueError("this router is --offline: it downloads nothing")
     yield {"status": "pulling manifest"}
-    got = await asyncio.to_thread(hub.download, spec)
+    got = await asyncio.to_thread(hub.download, spec, token=token)
     for path in (got.path, got.mmproj):
         if path is not None:
             size = path.stat().st_size
@@ -117,20 +116,12 @@ async def pull(router: ModelRouter, body: dict[str, Any], offline: bool) -> Asyn
     yield {"status": "success"}
 
 
-async def delete(router: ModelRouter, body: dict[str, Any]) -> None:
-    """``/api/delete``: a model of the download cache (its process stopped first) leaves the cache."""
-    from huggingface_hub import scan_cache_dir
-
+def removable(router: ModelRouter, body: dict[str, Any]) -> str:
+    """``/api/delete``'s model: one of the download cache (Ollama's 404 for an unknown name)."""
     name = body_model(body)
     inst = router.find(name) if isinstance(name, str) else None
     if inst is None:
         raise RouterError(f"model '{name}' not found", 404)
     if inst.entry.source != "cache":
         raise RouterError(f"model name={inst.entry.id} is not removable (not from cache)", 400)
-    if inst.running:
-        await router.unload(inst)
-    repo_id = inst.entry.id.rsplit(":", 1)[0]
-    info = await asyncio.to_thread(scan_cache_dir, hub.default_cache_dir())
-    hashes = [r.commit_hash for repo in info.repos if repo.repo_id == repo_id for r in repo.revisions]
-    await asyncio.to_thread(info.delete_revisions(*hashes).execute)
-    router.reload()
+    return inst.entry.id

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .events import ModelEvents
 from .instances import Instance, LoadFailed
 from .sources import ModelEntry
 
@@ -42,6 +43,7 @@ class ModelRouter:
         self.models_max = models_max
         self.autoload = autoload
         self.instances: dict[str, Instance] = {}
+        self.events = ModelEvents()
         self._aliases: dict[str, str] = {}
         self._admission = asyncio.Lock()  # asyncio's lock wakes its waiters in arrival order
         self._idle = asyncio.Event()  # a model's last request ended: it may be evicted now
@@ -56,7 +58,8 @@ class ModelRouter:
         for name, entry in entries.items():
             inst = self.instances.get(name)
             if inst is None:
-                self.instances[name] = Instance(entry, self.base_args)
+                inst = self.instances[name] = Instance(entry, self.base_args)
+                inst.on_change = self._status_changed
             else:
                 inst.entry = entry
                 if not inst.running:
@@ -64,6 +67,13 @@ class ModelRouter:
         for name in [n for n in self.instances if n not in entries and not self.instances[n].running]:
             del self.instances[name]
         self._aliases = {a: name for name, i in self.instances.items() for a in i.entry.aliases}
+        self.events.publish("models_reload", "*")
+
+    def _status_changed(self, inst: Instance) -> None:
+        data: dict[str, Any] = {"status": inst.shown_status}
+        if inst.shown_status == "unloaded":
+            data["exit_code"] = inst.exit_code or 0
+        self.events.publish("status_change", inst.entry.id, data)
 
     def find(self, name: str) -> Instance | None:
         """A model by id or alias (Ollama's ``name:latest`` too)."""

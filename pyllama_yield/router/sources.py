@@ -13,6 +13,7 @@ import configparser
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import hub
 from ..hub import default_cache_dir, file_tag
 from ..settings import ServerSettings
 
@@ -33,6 +34,8 @@ class ModelEntry:
     load_on_startup: bool = False
     stop_timeout_s: float = 10.0
     keep_alive_s: float | None = None  # unloaded after this long idle; < 0: pinned (never unloaded or evicted)
+    dedup_cache: bool | None = None  # dedup-cache-models: hide the cache models this preset downloads
+    hidden: bool = False  # left out of the listing (a preset's dedup), still served by its name
 
     @property
     def has_projector(self) -> bool:
@@ -152,6 +155,9 @@ def _apply(entry: ModelEntry, keys: dict[str, str], section: str, only_missing: 
             continue
         if key == "load-on-startup":
             entry.load_on_startup = _truthy(value)
+        elif key == "dedup-cache-models":
+            if not (only_missing and entry.dedup_cache is not None):
+                entry.dedup_cache = _truthy(value)
         elif key == "stop-timeout":
             entry.stop_timeout_s = float(value) if value.strip().isdigit() else 10.0
         elif key == "keep-alive":  # ours (Ollama's keep_alive): seconds idle before unloading, -1 pinned
@@ -198,4 +204,30 @@ def collect(settings: ServerSettings) -> dict[str, ModelEntry]:
         models.update(models_dir_models(settings.models_dir))
     if settings.models_preset:
         models = preset_models(settings.models_preset, models)
+        _hide_deduplicated(models)
     return dict(sorted(models.items()))
+
+
+def _hide_deduplicated(models: dict[str, ModelEntry]) -> None:
+    """``dedup-cache-models``: a cache model whose file a preset with that key also uses (its
+    ``hf-repo``, or its draft's ``spec-draft-hf``) is left out of the listing, as llama-server does;
+    it is still served by its name."""
+    used: set[tuple[str, str]] = set()  # (repo, file in the repo)
+    for entry in models.values():
+        if not entry.dedup_cache:
+            continue
+        for repo_key, file_key in (("hf-repo", "hf-file"), ("spec-draft-hf", "spec-draft-model")):
+            repo_flag, file_flag = _flag(repo_key, "", "*")[0], _flag(file_key, "", "*")[0]
+            spec = entry.flags.get(repo_flag)
+            if not spec:
+                continue
+            try:  # the cache only: the file the preset's model would load now
+                plan = hub.plan(spec, entry.flags.get(file_flag), offline=True)
+            except hub.HubError:
+                continue  # not downloaded yet: nothing of it in the cache to hide
+            used.add((plan.repo, plan.model[0]))
+    for entry in models.values():
+        repo = entry.id.rpartition(":")[0]
+        path = Path(entry.flags.get("--model", "")).as_posix()
+        if entry.source == "cache" and any(repo == r and path.endswith("/" + f) for r, f in used):
+            entry.hidden = True

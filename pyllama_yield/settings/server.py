@@ -258,6 +258,15 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
     hf_file: str | None = arg(
         None, "-hff", "--hf-file", env="LLAMA_ARG_HF_FILE", help="this file of the -hf repo (instead of the quant)"
     )
+    hf_repo_draft: str | None = arg(
+        None,
+        "-hfd",
+        "-hfrd",
+        "--hf-repo-draft",
+        "--spec-draft-hf",
+        env="LLAMA_ARG_SPEC_DRAFT_HF_REPO",
+        help="the draft model from Hugging Face: user/repo[:quant] (with -md, that file of the repo)",
+    )
     hf_token: str | None = arg(None, "-hft", "--hf-token", help="Hugging Face token (default: $HF_TOKEN)")
     model_url: str | None = arg(None, "-mu", "--model-url", supported="not built yet: use -hf, or -m FILE")
 
