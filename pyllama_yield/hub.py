@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -242,7 +243,9 @@ def remove_cached(spec: str, cache_dir: str | None = None) -> bool:
     gone = [f for f in files if not quant or file_tag(f.file_name) == quant.upper()]
     kept = [f for f in files if f not in gone]
     if not any(f.file_name.endswith(".gguf") and "mmproj" not in f.file_name.lower() for f in kept):
-        info.delete_revisions(*(r.commit_hash for r in cached.revisions)).execute()
+        # the repo's folder, as llama.cpp removes it (huggingface_hub's delete_revisions finds a
+        # revision by its hash in any repo, and two repos may share one: a mirror, a stand-in)
+        shutil.rmtree(cached.repo_path)
         return bool(gone)
     shared = {f.blob_path for f in kept}  # the cache keeps one blob for equal files
     for f in gone:

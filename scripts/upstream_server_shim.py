@@ -16,7 +16,11 @@ suite offline on one local model, so this file has two roles:
    ``-m $UPSTREAM_VISION_MODEL`` (default ``$UPSTREAM_MODEL``) ``--mmproj $UPSTREAM_MMPROJ``
    instead, unless the suite asked for ``--no-mmproj``. Without it the projector is dropped.
 2. Loaded as a pytest plugin (``-p upstream_server_shim``): stop the suite from downloading and,
-   with ``$UPSTREAM_MMPROJ`` set, serve its test images (see ``_image_mirror``).
+   with ``$UPSTREAM_MMPROJ`` set, serve its test images (see ``_image_mirror``). Router mode (a
+   server started with no model) finds models in the download cache, which the suite fills from
+   huggingface.co before its tests: here the cache is filled with the local model under the
+   suite's names, and a stand-in for the Hub on 127.0.0.1 (``tests/hub_standin.py``) answers the
+   router's downloads (``POST /models``), for both servers alike (see ``_hub``).
 
 exec keeps the pid, so the suite's terminate()/kill() reaches the real server.
 """
@@ -132,6 +136,57 @@ def pytest_sessionstart(session) -> None:
 
     if os.environ.get("UPSTREAM_MMPROJ"):
         _image_mirror()
+    _hub()
+
+
+# The suite's Hugging Face repos that router mode uses, each with the file its tests name by tag:
+# the first three are in the cache before the tests (the suite's load_all downloads them), the
+# last one its router tests download themselves.
+HUB_REPOS = {
+    "ggml-org/tinygemma3-GGUF": "tinygemma3-Q8_0.gguf",
+    "ggml-org/test-model-stories260K": "stories260K-F32.gguf",
+    "ggml-org/test-model-stories260K-infill": "stories260K-infill-F32.gguf",
+    "ggml-org/test-model-router-download": "test-model-router-download-F16.gguf",
+}
+SEEDED = list(HUB_REPOS)[:3]
+
+
+def _hub() -> None:
+    """Start the Hub stand-in (every repo of ``HUB_REPOS`` holds the local model under the
+    suite's file name) and point both servers at it (llama.cpp reads ``MODEL_ENDPOINT``,
+    huggingface_hub ``HF_ENDPOINT``); put the ``SEEDED`` repos into the download cache in the
+    Hugging Face layout both servers read (refs/main, blobs/SHA256, snapshots/COMMIT/FILE)."""
+    import importlib.util
+
+    model = Path(os.environ.get("UPSTREAM_MODEL") or ROOT / "build/models/gemma-3-270m-q4_k_m.gguf")
+    spec = importlib.util.spec_from_file_location("hub_standin", ROOT / "tests/hub_standin.py")
+    assert spec is not None and spec.loader is not None
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    hub = standin.Hub({repo: {name: model} for repo, name in HUB_REPOS.items()})
+    httpd = standin.ThreadingHTTPServer(("127.0.0.1", 0), hub.handler())
+    standin.threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    hub.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    os.environ["MODEL_ENDPOINT"] = os.environ["HF_ENDPOINT"] = hub.url
+
+    cache = Path(os.environ.get("LLAMA_CACHE") or "tmp").resolve()  # the suite's default, in its cwd
+    blob = standin._digest(model, "sha256")
+    for repo in SEEDED:
+        folder = cache / ("models--" + repo.replace("/", "--"))
+        (folder / "refs").mkdir(parents=True, exist_ok=True)
+        (folder / "refs/main").write_text(standin.COMMIT)
+        (folder / "blobs").mkdir(exist_ok=True)
+        target = folder / "blobs" / blob
+        if not target.exists():
+            try:
+                os.link(model, target)  # the model's bytes, not a copy
+            except OSError:
+                target.symlink_to(model)
+        snapshot = folder / "snapshots" / standin.COMMIT
+        snapshot.mkdir(parents=True, exist_ok=True)
+        link = snapshot / HUB_REPOS[repo]
+        if not link.is_symlink():
+            link.symlink_to(Path("../../blobs") / blob)
 
 
 # The suite's test images (CIFAR-10 pictures in the tinygemma3 repo). Tests fetch them with

@@ -163,16 +163,21 @@ def test_delete_cancels_a_download_in_progress(cache, tmp_path, monkeypatch):
 
 
 def test_remove_cached_takes_one_quant_and_the_repo_with_its_last(tiny_model_path, cache, monkeypatch):
-    repos = {"org/tiny-GGUF": {"tiny-Q8_0.gguf": tiny_model_path, "tiny-Q4_K_M.gguf": tiny_model_path}}
+    repos = {
+        "org/tiny-GGUF": {"tiny-Q8_0.gguf": tiny_model_path, "tiny-Q4_K_M.gguf": tiny_model_path},
+        "org/other-GGUF": {"other-Q8_0.gguf": tiny_model_path},  # the stand-in's one commit hash, as tiny's
+    }
     with running_hub(repos) as standin:
         monkeypatch.setenv("HF_ENDPOINT", standin.url)
         hf.download("org/tiny-GGUF:Q8_0")
         hf.download("org/tiny-GGUF:Q4_K_M")  # the same bytes: one blob for both files
+        hf.download("org/other-GGUF:Q8_0")
     assert hf.remove_cached("org/tiny-GGUF:Q8_0")
     left = hf_cache_models()
-    assert list(left) == ["org/tiny-GGUF:Q4_K_M"] and Path(left["org/tiny-GGUF:Q4_K_M"].flags["--model"]).is_file()
+    assert list(left) == ["org/other-GGUF:Q8_0", "org/tiny-GGUF:Q4_K_M"]
+    assert Path(left["org/tiny-GGUF:Q4_K_M"].flags["--model"]).is_file()
     assert hf.remove_cached("org/tiny-GGUF:Q4_K_M")
-    assert hf_cache_models() == {} and not (cache / "models--org--tiny-GGUF").exists()
+    assert list(hf_cache_models()) == ["org/other-GGUF:Q8_0"] and not (cache / "models--org--tiny-GGUF").exists()
     assert not hf.remove_cached("org/tiny-GGUF:Q4_K_M")
 
 

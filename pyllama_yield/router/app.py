@@ -210,10 +210,15 @@ class RouterRoutes:
         upstream = self.client.build_request(request.method, url, headers=headers, content=body)
         self.router.begin(inst)
         try:
+            if self.router.debug_delay_s:
+                await asyncio.sleep(self.router.debug_delay_s)  # counted busy meanwhile
             answer = await self.client.send(upstream, stream=True)
         except httpx.HTTPError as exc:
             self.router.end(inst)
             raise ApiError(f"proxy error: {exc}", 500, "server_error") from None
+        except BaseException:  # cancelled (the client left): the model is not busy for it any more
+            self.router.end(inst)
+            raise
 
         released = False
 

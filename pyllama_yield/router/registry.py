@@ -36,12 +36,17 @@ class ModelRouter:
         base_args: list[str],
         models_max: int,
         autoload: bool,
+        debug_delay_s: float = 0.0,
     ) -> None:
-        """``discover``: the models' sources, read now and again on ``reload``."""
+        """``discover``: the models' sources, read now and again on ``reload``. ``debug_delay_s``:
+        llama-server's ``LLAMA_SERVER_DEBUG_FAKE_TIMING`` (2 s), a wait before each load and
+        before passing on each request, with the model counted busy, so that its tests can
+        line requests up behind one another."""
         self._discover = discover
         self.base_args = base_args
         self.models_max = models_max
         self.autoload = autoload
+        self.debug_delay_s = debug_delay_s
         self.instances: dict[str, Instance] = {}
         self.events = ModelEvents()
         self._aliases: dict[str, str] = {}
@@ -104,6 +109,8 @@ class ModelRouter:
             return inst
         if not (self.autoload if autoload is None else autoload) and not inst.running:
             raise RouterError("model is not loaded")
+        if self.debug_delay_s:
+            await asyncio.sleep(self.debug_delay_s)  # before taking the line, as llama-server's load
         async with self._admission:
             while inst.status == "stopping":  # an unload in progress: its process goes first
                 await asyncio.sleep(0.02)

@@ -3,6 +3,7 @@ and the download cache, each in its own ``serve`` process started on demand."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -33,7 +34,8 @@ def serve_router(settings: ServerSettings, given: dict[str, Any], port: int) -> 
     ``given``: the flags of the command line, passed on to every model (its preset's lose)."""
     base_args = flags_for({k: v for k, v in given.items() if k not in _NOT_PASSED_ON})
     try:
-        router = ModelRouter(lambda: collect(settings), base_args, settings.models_max, settings.models_autoload)
+        delay = 2.0 if os.environ.get("LLAMA_SERVER_DEBUG_FAKE_TIMING") else 0.0  # llama-server's test hook
+        router = ModelRouter(lambda: collect(settings), base_args, settings.models_max, settings.models_autoload, delay)
     except (PresetError, ValueError) as exc:
         print(f"error: failed to initialize router models: {exc}", file=sys.stderr)
         return 1
