@@ -135,17 +135,20 @@ def make_tiny_model(
     seed: int = 0,
     dtype: str = "f32",
     sliding_window: int = 0,
+    split_max_tensors: int = 0,
 ) -> Path:
     """Write a random-weight GGUF model, ``llama`` or ``gemma3`` (its extra norms, tied output);
     the same arguments give the same file. ``sliding_window`` (gemma3): that many positions of
-    sliding-window attention in five layers of six, as Gemma 3's (0: full attention everywhere)."""
+    sliding-window attention in five layers of six, as Gemma 3's (0: full attention everywhere).
+    ``split_max_tensors``: a split model (``STEM-00001-of-0000N.gguf``... beside ``path``, at most
+    that many tensors each, as ``llama-gguf-split`` writes them); the first shard's path is returned."""
     import gguf
 
     _check_text_shape(arch, sliding_window, dtype, n_embd, n_head, n_head_kv)
     n_ff = n_ff or 4 * n_embd
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    writer = gguf.GGUFWriter(str(tmp), arch)
+    writer = gguf.GGUFWriter(str(path if split_max_tensors else tmp), arch, split_max_tensors=split_max_tensors)
     writer.add_name(f"pyllama-yield tiny {n_layer}x{n_embd} seed {seed}")
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(n_embd)
@@ -167,6 +170,10 @@ def make_tiny_model(
     n_vocab = _copy_tokenizer(writer, vocab)
     tensors = _Tensors(writer, np.random.default_rng(seed), dtype)
     _add_text_tensors(tensors, arch, n_vocab, n_layer, n_embd, n_head, n_head_kv, n_ff)
+    if split_max_tensors:  # the shards are named by the writer (no temporary name to rename)
+        shards = writer.format_shard_names(path)
+        _write_and_rename(writer, shards[0], shards[0])
+        return Path(shards[0])
     return _write_and_rename(writer, tmp, path)
 
 

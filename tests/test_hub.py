@@ -16,10 +16,13 @@ from pyllama_yield.hub import HubError, _pick, file_tag
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path):
-    from pyllama_yield.testing import make_tiny_vision_model
+    from pyllama_yield.testing import make_tiny_model, make_tiny_vision_model
 
-    vision, mmproj = make_tiny_vision_model(tmp_path_factory.mktemp("hubfiles"))
+    files = tmp_path_factory.mktemp("hubfiles")
+    vision, mmproj = make_tiny_vision_model(files)
+    make_tiny_model(files / "split-Q8_0.gguf", split_max_tensors=10)  # three shards
     repos = {
+        "org/split-GGUF": {f.name: f for f in files.glob("split-Q8_0-*.gguf")},
         "org/tiny-GGUF": {"tiny-Q8_0.gguf": tiny_model_path, "tiny-Q4_K_M.gguf": tiny_model_path},
         "org/vision-GGUF": {"vision-Q8_0.gguf": vision, "mmproj-vision-f16.gguf": mmproj},
     }
@@ -74,6 +77,20 @@ def test_the_default_quant_and_the_repos_projector(hub, cache):
     stop_server(proc)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match=r"no GGUF file for quant Q2_K \(quants here: Q4_K_M, Q8_0\)"):
         serve_hf(cache, "-hf", "org/tiny-GGUF:Q2_K")
+
+
+def test_a_split_model_comes_with_all_its_shards_and_is_listed_once(hub, cache):
+    from pyllama_yield.router.sources import hf_cache_models
+
+    proc, c = serve_hf(cache, "-hf", "org/split-GGUF:Q8_0")
+    with c:
+        assert c.get("/props").json()["model_path"].endswith("split-Q8_0-00001-of-00003.gguf")
+        assert c.post("/completion", json={"prompt": "Hi", "n_predict": 2}).json()["tokens_predicted"] == 2
+    stop_server(proc)  # type: ignore[arg-type]
+    assert [hub.downloads(f"split-Q8_0-0000{i}-of-00003.gguf") for i in (1, 2, 3)] == [1, 1, 1]
+    listed = hf_cache_models(str(cache))
+    assert list(listed) == ["org/split-GGUF:Q8_0"]
+    assert listed["org/split-GGUF:Q8_0"].flags["--model"].endswith("split-Q8_0-00001-of-00003.gguf")
 
 
 def test_file_choice_rules():
