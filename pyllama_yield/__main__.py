@@ -181,14 +181,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pyllama_yield.api import build_app, gcp
     from pyllama_yield.api.http_server import listen_sockets, uvicorn_server
     from pyllama_yield.cli import settings_from_args
-    from pyllama_yield.router.serve import is_router, serve_router
 
     settings = settings_from_args(args)
     if settings.verbose:
         _log_debug()
     port = gcp.port(settings.port)  # Vertex AI tells the port with AIP_HTTP_PORT
-    if is_router(settings):  # the flags given go on to every model
-        return serve_router(settings, {k: v for k, v in vars(args).items() if k in settings.model_fields}, port)
+    if (routed := _serve_as_router(settings, args, port)) is not None:
+        return routed
     try:
         tools = _server_tools(settings)
     except ValueError as exc:
@@ -233,6 +232,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shutting_down.set()  # a load still running gives up at its next progress report
         loader.join()
     return _exit_code(failure, state)
+
+
+def _serve_as_router(settings, args: argparse.Namespace, port: int) -> int | None:  # noqa: ANN001 - ServerSettings
+    """Router mode, when the flags ask for it (no model and a models source, or ``-hf`` of a remote
+    preset): its exit code once it has served; None to serve one model."""
+    from pyllama_yield.hub import HubError
+    from pyllama_yield.router.serve import is_router, serve_router, with_remote_preset
+
+    try:
+        settings = with_remote_preset(settings)
+    except HubError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if not is_router(settings):
+        return None
+    # the flags given on the command line go on to every model
+    return serve_router(settings, {k: v for k, v in vars(args).items() if k in type(settings).model_fields}, port)
 
 
 def _print_running_backends() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 __all__ = [
     "DownloadCancelled", "HubError", "HubModel", "Plan", "Progress", "default_cache_dir", "download",
-    "download_matching", "file_tag", "plan", "remove_cached",
+    "download_matching", "file_tag", "plan", "remote_preset", "remove_cached",
 ]  # fmt: skip
 
 DEFAULT_QUANTS = ("Q4_K_M", "Q8_0")
@@ -222,6 +222,19 @@ def download(
     wanted = got.model + ([got.mmproj] if mmproj and got.mmproj else [])
     paths = _fetch(got.repo, wanted, token, _offline(offline), progress=progress, cancelled=cancelled)
     return HubModel(paths[0], paths[len(got.model)] if len(paths) > len(got.model) else None)
+
+
+def remote_preset(spec: str, *, token: str | None = None, offline: bool = False) -> Path | None:
+    """llama.cpp's remote preset: a repo holding ``preset.ini`` at its root is a list of models,
+    not a model (``serve -hf`` of it runs the router on that file). The file, downloaded (or
+    from the cache offline); None for a model repo."""
+    repo = spec.partition(":")[0]
+    if repo.count("/") != 1:
+        return None
+    offline = _offline(offline)
+    if "preset.ini" not in _repo_files(repo, token, offline):
+        return None
+    return _fetch(repo, ["preset.ini"], token, offline)[0]
 
 
 def remove_cached(spec: str, cache_dir: str | None = None) -> bool:

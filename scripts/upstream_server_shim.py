@@ -57,6 +57,9 @@ HF_REPO_FLAGS = {"-hf", "-hfr", "--hf-repo"}
 # Repositories of the suite's presets for which the HF registry supplies a projector (the
 # tinygemma3 preset gives only --hf-repo: llama-server fetches the mmproj along with the model).
 VISION_HF_REPOS = {"ggml-org/tinygemma3-gguf"}
+# Repositories that hold a preset.ini (llama.cpp's remote presets: -hf of one runs the router on
+# it): kept as they are, the Hub stand-in serves them (see _hub).
+PRESET_HF_REPOS = {"ggml-org/test-preset-ci"}
 
 
 def rewrite_args(argv: list[str], model: str, mmproj: str | None = None, vision_model: str | None = None) -> list[str]:
@@ -71,6 +74,10 @@ def rewrite_args(argv: list[str], model: str, mmproj: str | None = None, vision_
         if flag in MODEL_FLAGS | DRAFT_FLAGS | DROP_FLAGS:
             if not eq:
                 value = argv[i + 1] if i + 1 < len(argv) else ""
+            if flag in HF_REPO_FLAGS and value.partition(":")[0].lower() in PRESET_HF_REPOS:
+                out += argv[i : i + (1 if eq else 2)]
+                i += 1 if eq else 2
+                continue
             had_model |= flag in MODEL_FLAGS
             had_draft |= flag in DRAFT_FLAGS
             wants_mmproj |= flag in DROP_FLAGS
@@ -149,6 +156,13 @@ HUB_REPOS = {
     "ggml-org/test-model-router-download": "test-model-router-download-F16.gguf",
 }
 SEEDED = list(HUB_REPOS)[:3]
+# the stand-in's preset repo (the suite's test_router_remote_preset names these two models)
+REMOTE_PRESET = """[tinygemma3-preset]
+hf-repo = ggml-org/tinygemma3-GGUF:Q8_0
+
+[stories260K-test]
+hf-repo = ggml-org/test-model-stories260K:F32
+"""
 
 
 def _hub() -> None:
@@ -163,13 +177,17 @@ def _hub() -> None:
     assert spec is not None and spec.loader is not None
     standin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(standin)
-    hub = standin.Hub({repo: {name: model} for repo, name in HUB_REPOS.items()})
+    cache = Path(os.environ.get("LLAMA_CACHE") or "tmp").resolve()  # the suite's default, in its cwd
+    preset = cache.parent / "remote-preset.ini"
+    preset.write_text(REMOTE_PRESET)
+    repos = {repo: {name: model} for repo, name in HUB_REPOS.items()}
+    repos.update({repo: {"preset.ini": preset} for repo in PRESET_HF_REPOS})
+    hub = standin.Hub(repos)
     httpd = standin.ThreadingHTTPServer(("127.0.0.1", 0), hub.handler())
     standin.threading.Thread(target=httpd.serve_forever, daemon=True).start()
     hub.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     os.environ["MODEL_ENDPOINT"] = os.environ["HF_ENDPOINT"] = hub.url
 
-    cache = Path(os.environ.get("LLAMA_CACHE") or "tmp").resolve()  # the suite's default, in its cwd
     blob = standin._digest(model, "sha256")
     for repo in SEEDED:
         folder = cache / ("models--" + repo.replace("/", "--"))

@@ -21,7 +21,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory, tiny_model_path: Path):
     files = tmp_path_factory.mktemp("hubfiles")
     vision, mmproj = make_tiny_vision_model(files)
     make_tiny_model(files / "split-Q8_0.gguf", split_max_tensors=10)  # three shards
+    (files / "preset.ini").write_text("[tiny-preset]\nhf-repo = org/tiny-GGUF:Q8_0\nalias = tp\n")
     repos = {
+        "org/presets": {"preset.ini": files / "preset.ini", "README.md": files / "preset.ini"},
         "org/split-GGUF": {f.name: f for f in files.glob("split-Q8_0-*.gguf")},
         "org/tiny-GGUF": {"tiny-Q8_0.gguf": tiny_model_path, "tiny-Q4_K_M.gguf": tiny_model_path},
         "org/vision-GGUF": {"vision-Q8_0.gguf": vision, "mmproj-vision-f16.gguf": mmproj},
@@ -91,6 +93,24 @@ def test_a_split_model_comes_with_all_its_shards_and_is_listed_once(hub, cache):
     listed = hf_cache_models(str(cache))
     assert list(listed) == ["org/split-GGUF:Q8_0"]
     assert listed["org/split-GGUF:Q8_0"].flags["--model"].endswith("split-Q8_0-00001-of-00003.gguf")
+
+
+def test_hf_of_a_repo_with_a_preset_runs_the_router_on_it(hub, cache):
+    proc, c = serve_hf(cache, "-hf", "org/presets")  # llama.cpp's remote preset
+    with c:
+        assert c.get("/props").json()["role"] == "router"
+        assert [m["id"] for m in c.get("/models").json()["data"]] == ["tiny-preset"]
+        r = c.post("/completion", json={"model": "tp", "prompt": "Hi", "n_predict": 2})  # its model from the Hub
+        assert r.json()["tokens_predicted"] == 2
+    out = stop_server(proc)  # type: ignore[arg-type]
+    assert "NOTE: using preset.ini from HF repo 'org/presets'" in out
+    assert hub.downloads("preset.ini") == 1 and hub.downloads("tiny-Q8_0.gguf") == 1
+    asked = len(hub.requests)
+    proc, c = serve_hf(cache, "-hf", "org/presets", "--offline")  # the cached preset, not one request
+    with c:
+        assert "tiny-preset" in [m["id"] for m in c.get("/models").json()["data"]]
+    stop_server(proc)  # type: ignore[arg-type]
+    assert len(hub.requests) == asked
 
 
 def test_file_choice_rules():

@@ -16,7 +16,7 @@ from .app import build_router_app
 from .registry import ModelRouter
 from .sources import PresetError, collect
 
-__all__ = ["is_router", "serve_router"]
+__all__ = ["is_router", "serve_router", "with_remote_preset"]
 
 # the router's own flags, and those each model's process gets from the router instead
 _NOT_PASSED_ON = ROUTER_FIELDS - {"offline"} | {
@@ -27,6 +27,25 @@ _NOT_PASSED_ON = ROUTER_FIELDS - {"offline"} | {
 def is_router(settings: ServerSettings) -> bool:
     """No model (``-m``, ``-hf``), and a router flag given (on the command line or in the environment)."""
     return settings.model is None and settings.hf_repo is None and bool(settings.model_fields_set & ROUTER_FIELDS)
+
+
+def with_remote_preset(settings: ServerSettings) -> ServerSettings:
+    """``-hf user/repo`` of a repo holding a ``preset.ini`` (llama.cpp's remote preset): router
+    mode on that file. Other settings come back as they are. ``HubError`` when the repo cannot
+    be read."""
+    if settings.hf_repo is None or settings.model is not None or settings.hf_file is not None:
+        return settings
+    from ..hub import remote_preset
+
+    preset = remote_preset(settings.hf_repo, token=settings.hf_token, offline=settings.offline)
+    if preset is None:
+        return settings
+    print(
+        f"NOTE: using preset.ini from HF repo '{settings.hf_repo}': only use presets you trust, "
+        "a preset may run any model with any flag",
+        file=sys.stderr,
+    )
+    return settings.model_copy(update={"hf_repo": None, "models_preset": str(preset)})
 
 
 def serve_router(settings: ServerSettings, given: dict[str, Any], port: int) -> int:
