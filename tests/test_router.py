@@ -273,3 +273,16 @@ def test_keep_alive_durations_read_as_ollama_writes_them():
     for bad in ("soon", "5 minutes", True, ""):
         with pytest.raises(ValueError, match="keep_alive"):
             keep_alive_seconds(bad)
+
+
+def test_a_model_that_sleeps_shows_sleeping_and_a_request_wakes_it(models_dir):
+    proc, c = router(models_dir, "--sleep-idle-seconds", "1")  # the router's flag goes to every model
+    with c:
+        assert complete(c, "tiny-a").status_code == 200
+        wait_status(c, "tiny-a", "sleeping")  # the process runs, its model freed
+        assert c.get("/props", params={"model": "tiny-a"}).json()["is_sleeping"] is True  # it stays asleep
+        assert statuses(c)["tiny-a"]["value"] == "sleeping"
+        r = complete(c, "tiny-a")
+        assert r.status_code == 200 and r.json()["tokens_predicted"] == 4
+        assert statuses(c)["tiny-a"]["value"] == "loaded"
+    stop_server(proc)  # type: ignore[arg-type]

@@ -208,7 +208,7 @@ class RouterRoutes:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
         url = inst.url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
         upstream = self.client.build_request(request.method, url, headers=headers, content=body)
-        self.router.begin(inst)
+        self.router.begin(inst, wakes=request.method == "POST")
         try:
             if self.router.debug_delay_s:
                 await asyncio.sleep(self.router.debug_delay_s)  # counted busy meanwhile
@@ -292,14 +292,16 @@ def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
     return wrapped
 
 
-async def _unload_expired(router: ModelRouter) -> None:
-    """Every second: models idle past their keep-alive are unloaded."""
+async def _watch_idle(router: ModelRouter, client: httpx.AsyncClient) -> None:
+    """Every second: models idle past their keep-alive are unloaded, and the status of those that
+    can sleep follows their process."""
     while True:
         await asyncio.sleep(1)
         try:
             await router.unload_expired()
-        except Exception:  # a stop that failed must not end the reaper
-            log.exception("unloading idle models failed")
+            await router.check_sleeping(client)
+        except Exception:  # a failed stop or check must not end the watch
+            log.exception("watching idle models failed")
 
 
 def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette:
@@ -331,7 +333,7 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
         for inst in router.instances.values():  # load-on-startup, in the background
             if inst.entry.load_on_startup:
                 router.load_in_background(inst)
-        reaper = asyncio.get_running_loop().create_task(_unload_expired(router))
+        reaper = asyncio.get_running_loop().create_task(_watch_idle(router, h.client))
         try:
             yield
         finally:

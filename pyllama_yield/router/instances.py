@@ -46,7 +46,8 @@ def _free_port() -> int:
 
 class Instance:
     """A model of the router and its process, if one runs. ``status``: "unloaded", "loading",
-    "loaded" or "stopping" (a request for it then waits for the stop and loads it again);
+    "loaded", "sleeping" (its process runs, its model was freed by ``--sleep-idle-seconds``; a
+    request wakes it) or "stopping" (a request for it then waits for the stop and loads it again);
     ``exit_code``: how its last process ended when it ended on its own."""
 
     def __init__(self, entry: ModelEntry, base_args: list[str]) -> None:
@@ -75,6 +76,28 @@ class Instance:
         self._status = value
         if self.on_change is not None and self.shown_status != before:
             self.on_change(self)
+
+    @property
+    def serving(self) -> bool:
+        """Running and answering: loaded, or asleep (a request wakes it)."""
+        return self.running and self._status in ("loaded", "sleeping")
+
+    @property
+    def can_sleep(self) -> bool:
+        """Its process frees the model when idle (``--sleep-idle-seconds``, the router's or its own)."""
+        args = [*self.entry.args(), *self.base_args]  # the router's last: its flag wins
+        values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--sleep-idle-seconds"]
+        return bool(values) and values[-1].strip() != "-1"
+
+    async def check_sleep(self, client: httpx.AsyncClient) -> None:
+        """ "sleeping" or "loaded", as the process's ``/props`` says (llama-server's child tells its
+        router; ours is asked)."""
+        try:
+            props = (await client.get(f"{self.url}/props", timeout=2)).json()
+        except (httpx.HTTPError, ValueError):
+            return  # busy or going: the next check sees it
+        if self._status in ("loaded", "sleeping") and isinstance(props, dict):
+            self.status = "sleeping" if props.get("is_sleeping") else "loaded"
 
     @property
     def shown_status(self) -> str:

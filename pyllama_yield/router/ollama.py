@@ -73,7 +73,7 @@ def tags(router: ModelRouter) -> Response:
 def ps(router: ModelRouter) -> Response:
     models = []
     for inst in router.instances.values():
-        if inst.running and inst.status == "loaded":
+        if inst.serving:
             ttl = inst.keep_alive
             left = None if ttl is None or ttl < 0 else ttl - (time.monotonic() - inst.idle_since)
             expires = (

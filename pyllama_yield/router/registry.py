@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
+
 from .events import ModelEvents
 from .instances import Instance, LoadFailed
 from .sources import ModelEntry
@@ -105,7 +107,7 @@ class ModelRouter:
         """``inst`` loaded, loading it first if it is not (and autoload allows it). Waiting for
         room is in arrival order; a caller cancelled while it waits leaves the line and nothing
         is evicted for it. A load, once started, goes on for whoever asks next."""
-        if inst.running and inst.status == "loaded":
+        if inst.serving:
             return inst
         if not (self.autoload if autoload is None else autoload) and not inst.running:
             raise RouterError("model is not loaded")
@@ -114,13 +116,13 @@ class ModelRouter:
         async with self._admission:
             while inst.status == "stopping":  # an unload in progress: its process goes first
                 await asyncio.sleep(0.02)
-            if inst.loading is None and not (inst.running and inst.status == "loaded"):
+            if inst.loading is None and not inst.serving:
                 await self._make_room(inst)
                 inst.loading = asyncio.get_running_loop().create_task(self._start(inst))
             load = inst.loading
         if load is not None:
             await asyncio.shield(load)
-        if not (inst.running and inst.status == "loaded"):
+        if not inst.serving:
             raise RouterError(f"model name={inst.entry.id} failed to load", 500, "server_error")
         return inst
 
@@ -141,7 +143,7 @@ class ModelRouter:
             others = [i for i in self._running() if i is not wanted and not i.pinned]
             if not others:  # every running model is pinned: no room will ever come
                 raise RouterError("model limit reached, try again later", 500, "server_error")
-            idle = [i for i in others if i.n_busy == 0 and i.status == "loaded"]
+            idle = [i for i in others if i.n_busy == 0 and i.serving]
             if idle:
                 await min(idle, key=lambda i: i.last_used).stop()
                 continue
@@ -170,10 +172,18 @@ class ModelRouter:
         await inst.stop()
         self._idle.set()
 
-    def begin(self, inst: Instance) -> None:
-        """A request in flight on ``inst`` (until :meth:`end`): it is not evicted meanwhile."""
+    def begin(self, inst: Instance, wakes: bool = True) -> None:
+        """A request in flight on ``inst`` (until :meth:`end`): it is not evicted meanwhile.
+        ``wakes``: a request that wakes a sleeping model (a POST; reading ``/props`` does not)."""
         inst.n_busy += 1
         inst.last_used = time.monotonic()
+        if wakes and inst.status == "sleeping":
+            inst.status = "loaded"
+
+    async def check_sleeping(self, client: httpx.AsyncClient) -> None:
+        """Which idle models have gone to sleep (or woken): those whose process can sleep."""
+        idle = [i for i in self._running() if i.serving and i.n_busy == 0 and i.can_sleep]
+        await asyncio.gather(*(i.check_sleep(client) for i in idle))
 
     def end(self, inst: Instance) -> None:
         inst.n_busy -= 1
@@ -186,7 +196,7 @@ class ModelRouter:
         now = time.monotonic()
         for inst in self._running():
             ttl = inst.keep_alive
-            if ttl is not None and ttl >= 0 and inst.status == "loaded" and inst.n_busy == 0:
+            if ttl is not None and ttl >= 0 and inst.serving and inst.n_busy == 0:
                 if inst.loading is None and now - inst.idle_since >= ttl:
                     await inst.stop()
                     self._idle.set()
