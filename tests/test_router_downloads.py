@@ -212,3 +212,12 @@ def test_dedup_cache_models_hides_what_a_preset_downloads_and_hfd_fetches_the_dr
     assert listed(section + "dedup-cache-models = 1\n") == ["model-dedup", "org/tiny-GGUF:Q4_K_M"]
     assert listed("[*]\ndedup-cache-models = 1\n\n" + section) == ["model-dedup", "org/tiny-GGUF:Q4_K_M"]
     assert listed("[*]\ndedup-cache-models = 1\n\n" + section + "dedup-cache-models = 0\n") == everything
+
+
+def test_event_streams_end_when_the_router_stops(cache):
+    proc, base = start_serve(["--offline", "-c", "256"], cache.parent)
+    events = Events(base)
+    out = stop_server(proc)
+    events._thread.join(30)
+    assert not events._thread.is_alive(), "the event stream outlived the router"
+    assert "graceful shutdown exceeded" not in out, out[-2000:]  # nothing held the router open

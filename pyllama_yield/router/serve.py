@@ -61,7 +61,7 @@ def serve_router(settings: ServerSettings, given: dict[str, Any], port: int) -> 
     names = ", ".join(router.instances) or "none yet"
     print(f"router mode on {settings.host}:{port}: models load on demand ({names})", file=sys.stderr)
     app = build_router_app(router, settings)
-    server = uvicorn_server(app, settings, port)
+    server = uvicorn_server(app, settings, port, on_exit=router.events.close_soon)  # /models/sse ends at once
     for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn re-raises them after its shutdown
         signal.signal(sig, lambda *_: None)
     try:
