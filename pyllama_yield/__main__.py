@@ -90,41 +90,12 @@ def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSet
     return path
 
 
-def _from_hub(settings):  # noqa: ANN001, ANN202 - ServerSettings, imported lazily
-    """``-hf``: the settings with the downloaded (or cached) model, and its projector unless
-    ``--mmproj`` or ``--no-mmproj`` says otherwise; ``-hfd``: the draft model, ``-md`` naming
-    its file in that repo as llama.cpp has it."""
-    from pyllama_yield import hub
-
-    update = {}
-    if settings.hf_repo and not settings.model:
-        got = hub.download(
-            settings.hf_repo,
-            settings.hf_file,
-            token=settings.hf_token,
-            offline=settings.offline,
-            mmproj=not settings.no_mmproj,
-        )
-        update = {"model": str(got.path), "mmproj": settings.mmproj or (str(got.mmproj) if got.mmproj else None)}
-    if settings.hf_repo_draft:
-        draft = hub.download(
-            settings.hf_repo_draft,
-            settings.model_draft,
-            token=settings.hf_token,
-            offline=settings.offline,
-            mmproj=False,
-        )
-        update["model_draft"] = str(draft.path)
-    return settings.model_copy(update=update)
-
-
 def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
+    from pyllama_yield.cli import engine_config, settings_from_hub
     from pyllama_yield.server import Engine
 
-    if (settings.hf_repo and not settings.model) or settings.hf_repo_draft:
-        settings = _from_hub(settings)
+    settings = settings_from_hub(settings)
     path = _model_path(settings, stack)
-    from pyllama_yield.cli import engine_config
 
     return Engine(engine_config(settings, str(path)), progress=ProgressBar(f"loading {path.name}", cancel))
 

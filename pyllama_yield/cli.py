@@ -20,7 +20,7 @@ from pydantic.fields import FieldInfo
 from .server.config import EngineConfig
 from .settings import ServerSettings, UnsupportedFlagError
 
-__all__ = ["add_settings_arguments", "engine_config", "flags_for", "settings_from_args"]
+__all__ = ["add_settings_arguments", "engine_config", "flags_for", "settings_from_args", "settings_from_hub"]
 
 
 def _value_type(annotation: Any) -> Any:
@@ -181,3 +181,32 @@ def engine_config(settings: ServerSettings, model_path: str | None = None) -> En
         pooling="rank" if settings.reranking else settings.pooling,
         lora=settings.lora_adapters,
     )
+
+
+def settings_from_hub(settings: ServerSettings) -> ServerSettings:
+    """``-hf``: the settings with the downloaded (or cached) model, and its projector unless
+    ``--mmproj`` or ``--no-mmproj`` says otherwise; ``-hfd``: the draft model, ``-md`` naming
+    its file in that repo as llama.cpp has it. Settings without them come back as they are.
+    ``hub.HubError`` when a model cannot be had."""
+    from . import hub
+
+    update: dict[str, Any] = {}
+    if settings.hf_repo and not settings.model:
+        got = hub.download(
+            settings.hf_repo,
+            settings.hf_file,
+            token=settings.hf_token,
+            offline=settings.offline,
+            mmproj=not settings.no_mmproj,
+        )
+        update = {"model": str(got.path), "mmproj": settings.mmproj or (str(got.mmproj) if got.mmproj else None)}
+    if settings.hf_repo_draft:
+        draft = hub.download(
+            settings.hf_repo_draft,
+            settings.model_draft,
+            token=settings.hf_token,
+            offline=settings.offline,
+            mmproj=False,
+        )
+        update["model_draft"] = str(draft.path)
+    return settings.model_copy(update=update) if update else settings

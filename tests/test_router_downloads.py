@@ -184,7 +184,7 @@ def test_remove_cached_takes_one_quant_and_the_repo_with_its_last(tiny_model_pat
 def test_dedup_cache_models_hides_what_a_preset_downloads_and_hfd_fetches_the_draft(
     tiny_model_path, cache, tmp_path, monkeypatch
 ):
-    from pyllama_yield.__main__ import _from_hub
+    from pyllama_yield.cli import settings_from_hub
     from pyllama_yield.router.sources import collect
     from pyllama_yield.settings import ServerSettings
 
@@ -196,7 +196,7 @@ def test_dedup_cache_models_hides_what_a_preset_downloads_and_hfd_fetches_the_dr
         monkeypatch.setenv("HF_ENDPOINT", standin.url)
         hf.download("org/tiny-GGUF:Q4_K_M")
         # -hf and -hfd (llama.cpp's --spec-draft-hf): the model and its draft come from the Hub
-        got = _from_hub(ServerSettings(hf_repo="org/tiny-GGUF:Q8_0", hf_repo_draft="org/draft-GGUF"))
+        got = settings_from_hub(ServerSettings(hf_repo="org/tiny-GGUF:Q8_0", hf_repo_draft="org/draft-GGUF"))
     assert got.model.endswith("tiny-Q8_0.gguf") and got.model_draft.endswith("draft-Q8_0.gguf")
 
     preset = tmp_path / "models.ini"

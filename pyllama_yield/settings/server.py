@@ -16,13 +16,14 @@ from .agent import AgentSettings
 from .chat import ChatSettings
 from .defaults import RequestDefaults
 from .fields import NOT_YET, UnsupportedFlagError, arg, lora_scaled
+from .hub import HubSettings
 from .limits import ServerLimits
 from .router import RouterSettings
 
 __all__ = ["ServerSettings"]
 
 
-class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings, RouterSettings):
+class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings, RouterSettings, HubSettings):
     """llama-server's options that matter to a server, with its defaults."""
 
     # only llama-server's LLAMA_ARG_* names (the aliases) and PYLLAMA_* ones are read from the environment
@@ -164,9 +165,6 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
     path: str | None = arg(
         None, "--path", env="LLAMA_ARG_STATIC_PATH", help="serve the page's static files from this folder instead"
     )
-    offline: bool = arg(
-        False, "--offline", env="LLAMA_ARG_OFFLINE", help="no model downloads: the cache only (router mode: its models)"
-    )
     verbose: bool = arg(False, "-v", "--verbose", "--log-verbose", help="log everything")
     log_disable: bool = arg(False, "--log-disable", help="no logs")
     log_level: str = arg("warning", "--log-level", help="uvicorn's log level")
@@ -247,28 +245,6 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
     lora_init_without_apply: bool = arg(
         False, "--lora-init-without-apply", help="load LoRA adapters at scale 0 (apply them via POST /lora-adapters)"
     )
-    hf_repo: str | None = arg(
-        None,
-        "-hf",
-        "-hfr",
-        "--hf-repo",
-        env="LLAMA_ARG_HF_REPO",
-        help="the model from Hugging Face: user/repo[:quant] (default quant Q4_K_M), with its mmproj",
-    )
-    hf_file: str | None = arg(
-        None, "-hff", "--hf-file", env="LLAMA_ARG_HF_FILE", help="this file of the -hf repo (instead of the quant)"
-    )
-    hf_repo_draft: str | None = arg(
-        None,
-        "-hfd",
-        "-hfrd",
-        "--hf-repo-draft",
-        "--spec-draft-hf",
-        env="LLAMA_ARG_SPEC_DRAFT_HF_REPO",
-        help="the draft model from Hugging Face: user/repo[:quant] (with -md, that file of the repo)",
-    )
-    hf_token: str | None = arg(None, "-hft", "--hf-token", help="Hugging Face token (default: $HF_TOKEN)")
-    model_url: str | None = arg(None, "-mu", "--model-url", supported="not built yet: use -hf, or -m FILE")
 
     @model_validator(mode="after")
     def _check_synth_rates(self) -> ServerSettings:
