@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from http_server import API_KEY, start_server, stop_server
+from http_server import API_KEY, start_serve, start_server, stop_server
 
 CHROMIUM = os.environ.get("PYLLAMA_CHROMIUM", "/usr/bin/chromium")
 TIMEOUT_MS = 30_000
@@ -244,4 +244,34 @@ def test_no_ui_is_a_404_and_path_serves_another_folder(tiny_model_path: Path, tm
     try:
         assert "<title>mine</title>" in httpx.get(base).text and httpx.get(f"{base}/x.txt").text == "static"
     finally:
+        stop_server(proc)
+
+
+def test_against_a_router_the_page_picks_a_model_and_shows_only_a_running_models_queue(
+    browser: Any, tiny_model_path: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for name in ("tiny-a", "tiny-b"):
+        (folder / f"{name}.gguf").symlink_to(tiny_model_path)
+    proc, base = start_serve(["--models-dir", str(folder), "-c", "512", "-np", "1", "-t", "1", "--metrics"], folder)
+    context, pg = open_page(browser, base)
+    try:
+        pg.wait_for_selector("#model-select:not([hidden])")
+        assert pg.is_hidden("#model-name")
+        assert pg.locator("#model-select option").all_text_contents() == ["tiny-a (unloaded)", "tiny-b (unloaded)"]
+        pg.select_option("#model-select", "tiny-b")
+        set_settings(pg, max_tokens=4, temperature=0)
+        send(pg, "Hello")
+        pg.wait_for_selector(".message.assistant .speed")
+        status = {m["id"]: m["status"]["value"] for m in httpx.get(f"{base}/models").json()["data"]}
+        assert status == {"tiny-a": "unloaded", "tiny-b": "loaded"}  # the queue panel loaded nothing
+        pg.wait_for_selector("#slots tr.idle")  # the chosen model runs: its slot
+        pg.reload()
+        pg.wait_for_selector("#model-select:not([hidden])")
+        assert pg.input_value("#model-select") == "tiny-b"  # the choice is kept
+        assert pg.errors == []  # no request the router refused (no model named, one not loaded)
+        screenshot(pg, "router")
+    finally:
+        context.close()
         stop_server(proc)

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,11 +21,13 @@ from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 
+from ..api.admin import WEBUI
 from ..api.auth import authorized
 from ..api.errors import ApiError, error_response
 from ..api.middleware import ServerMiddleware
@@ -304,6 +307,19 @@ async def _watch_idle(router: ModelRouter, client: httpx.AsyncClient) -> None:
             log.exception("watching idle models failed")
 
 
+def _page(settings: ServerSettings) -> list[BaseRoute]:
+    """The chat page, as a single model serves it (public, as llama-server's: the API key guards
+    the API); against a router it offers a picker of the models. None with ``--no-ui``."""
+    if not settings.ui:
+        return []
+    folder = Path(settings.path or WEBUI)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(folder / "index.html", headers={"Cache-Control": "no-cache"})
+
+    return [Route("/", index, methods=["GET"]), Mount("/", StaticFiles(directory=folder), name="webui")]
+
+
 def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette:
     h = RouterRoutes(router, settings)
     keys = settings.api_keys
@@ -326,7 +342,10 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
         *((path, h.proxy_post, ["POST"], False) for path in PROXIED_POST),
         *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
     ]
-    routes = [Route(path, _endpoint(fn, keys, public), methods=methods) for path, fn, methods, public in table]
+    routes: list[BaseRoute] = [
+        Route(path, _endpoint(fn, keys, public), methods=methods) for path, fn, methods, public in table
+    ]
+    routes += _page(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

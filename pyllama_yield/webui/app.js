@@ -1,5 +1,6 @@
 // The chat page: conversations (kept in this browser), a streamed answer per message, stop,
-// edit and regenerate, settings, and the live queue panel.
+// edit and regenerate, settings, and the live queue panel. Against a router (several models by
+// name), a model picker: the chosen model is named in every request.
 
 import { ApiError, getJson, streamChat } from "./api.js";
 import { messageElement } from "./render.js";
@@ -10,6 +11,7 @@ const $ = (sel) => document.querySelector(sel);
 const conversations = new Conversations();
 let settings = loadSettings();
 let running = null; // the AbortController of the answer being streamed
+let router = false; // the server is a router: requests name settings.model
 
 function applyTheme() {
   if (settings.theme) document.documentElement.dataset.theme = settings.theme;
@@ -79,6 +81,7 @@ function requestBody(messages) {
   if (settings.system) history.unshift({ role: "system", content: settings.system });
   const body = { messages: history, temperature: Number(settings.temperature), top_p: Number(settings.top_p) };
   if (Number(settings.max_tokens) >= 0) body.max_tokens = Number(settings.max_tokens);
+  if (router) body.model = settings.model;
   return body;
 }
 
@@ -221,6 +224,11 @@ function wire() {
     for (const name of ["system", "temperature", "top_p", "max_tokens", "api_key"]) settings[name] = form.elements[name].value;
     saveSettings(settings);
   });
+  $("#model-select").addEventListener("change", (e) => {
+    settings.model = e.target.value;
+    saveSettings(settings);
+  });
+  $("#model-select").addEventListener("focus", () => listModels().catch(() => {})); // statuses change
   $("#toggle-theme").addEventListener("click", () => {
     const dark = document.documentElement.dataset.theme
       ? document.documentElement.dataset.theme === "dark"
@@ -231,9 +239,28 @@ function wire() {
   });
 }
 
+// A router's models, with their status, in the picker; the saved choice if it is still there.
+async function listModels() {
+  const { data } = await getJson("/models", settings.api_key);
+  const options = data.map((m) =>
+    Object.assign(document.createElement("option"), { value: m.id, textContent: `${m.id} (${m.status?.value ?? "?"})` }),
+  );
+  const select = $("#model-select");
+  select.replaceChildren(...options);
+  if (!data.some((m) => m.id === settings.model)) settings.model = data[0]?.id ?? "";
+  select.value = settings.model;
+}
+
 async function showModel() {
   try {
     const props = await getJson("/props", settings.api_key);
+    if (props.role === "router") {
+      router = true;
+      $("#model-name").hidden = true;
+      $("#model-select").hidden = false;
+      await listModels();
+      return;
+    }
     $("#model-name").textContent = props.model_alias || props.model_path || "model";
     const nCtx = props.default_generation_settings?.n_ctx;
     if (nCtx) $("#model-ctx").textContent = `context ${nCtx} tokens`;
@@ -242,9 +269,17 @@ async function showModel() {
   }
 }
 
+// A router's /slots and /metrics are its model's: asked only while the chosen model runs (never
+// load a model just to show its queue); null: nothing to show now.
+async function queueQuery() {
+  if (!router) return "";
+  const { data } = await getJson("/models", settings.api_key).catch(() => ({ data: [] }));
+  const status = data.find((m) => m.id === settings.model)?.status?.value;
+  return status === "loaded" || status === "sleeping" ? `?model=${encodeURIComponent(settings.model)}&autoload=false` : null;
+}
+
 if ("serviceWorker" in navigator && window.isSecureContext) navigator.serviceWorker.register("sw.js").catch(() => {});
 applyTheme();
 wire();
 renderAll();
-showModel();
-new QueuePanel($("#queue"), () => settings.api_key).start();
+showModel().finally(() => new QueuePanel($("#queue"), () => settings.api_key, queueQuery).start());

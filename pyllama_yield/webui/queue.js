@@ -1,14 +1,16 @@
 // The queue, live: every slot (idle / prompt / generating, tokens so far, speed) and the server's
 // throughput and queue depth, from /slots and /metrics once a second. It keeps refreshing while
 // the model decodes: the server answers these from the queue without waiting for the decode.
-// Hidden when the server has neither route (--no-slots and no --metrics answer 501).
+// Hidden when the server has neither route (--no-slots and no --metrics answer 501). ``query()``
+// (or its promise): what names the model on a router ("" otherwise; null: nothing to show now).
 
 import { getJson, getText, parseMetrics } from "./api.js";
 
 export class QueuePanel {
-  constructor(root, apiKey) {
+  constructor(root, apiKey, query = () => "") {
     this.root = root;
     this.apiKey = apiKey;
+    this.query = query;
     this.previous = new Map(); // slot id -> {n_decoded, t}
     this.refreshes = 0;
     this.off = { slots: false, metrics: false }; // a route the server does not serve (501/404)
@@ -20,9 +22,14 @@ export class QueuePanel {
   }
 
   async tick() {
+    const query = await this.query();
+    if (query === null) {
+      this.root.hidden = true; // a router whose chosen model does not run: no queue to show
+      return;
+    }
     const [slots, metrics] = await Promise.all([
-      this.poll("slots", () => getJson("/slots", this.apiKey())),
-      this.poll("metrics", async () => parseMetrics(await getText("/metrics", this.apiKey()))),
+      this.poll("slots", () => getJson(`/slots${query}`, this.apiKey())),
+      this.poll("metrics", async () => parseMetrics(await getText(`/metrics${query}`, this.apiKey()))),
     ]);
     if (this.off.slots && this.off.metrics) {
       this.root.hidden = true;

@@ -4,7 +4,10 @@ const CONVERSATIONS = "pyllama.conversations";
 const CURRENT = "pyllama.current";
 const SETTINGS = "pyllama.settings";
 
-export const DEFAULT_SETTINGS = { system: "", temperature: 0.8, top_p: 0.95, max_tokens: -1, api_key: "", theme: "" };
+// model: the one chosen when the server is a router (several models by name); "" otherwise
+export const DEFAULT_SETTINGS = {
+  system: "", temperature: 0.8, top_p: 0.95, max_tokens: -1, api_key: "", theme: "", model: "",
+};
 
 function read(key, fallback) {
   try {
