@@ -100,39 +100,6 @@ def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - 
     return Engine(engine_config(settings, str(path)), progress=ProgressBar(f"loading {path.name}", cancel))
 
 
-def _server_tools(settings):  # noqa: ANN001, ANN202 - imported lazily
-    """What ``/tools`` serves: the ``--tools`` built-ins and the MCP servers' tools (their warm-up
-    runs here, before the server listens); None when neither is configured. Raises ValueError
-    for a bad tool name, runtime or MCP config: the server must not start then."""
-    from pyllama_yield.tools import McpServers, ServerTools, load_mcp_configs
-
-    configs = load_mcp_configs(settings.mcp_servers_config, settings.mcp_servers_json)
-    if not settings.server_tools and not configs:
-        return None
-    mcp = McpServers(configs).start() if configs else None
-    try:
-        tools = ServerTools.build(settings.server_tools, mcp, settings.tools_runtime)
-    except BaseException:
-        if mcp is not None:
-            mcp.close()
-        raise
-    features = [
-        f
-        for f, on in (
-            ("server tools", settings.server_tools),
-            ("tools runtime", settings.tools_runtime),
-            ("MCP servers", mcp),
-        )
-        if on
-    ]
-    print(
-        f"warning: experimental features enabled: {', '.join(features)}; do not expose this server to "
-        "untrusted clients",
-        file=sys.stderr,
-    )
-    return tools
-
-
 def _server_extra_missing() -> str | None:
     """Why ``serve`` cannot run here (its extra is not installed), or None."""
     try:
@@ -151,7 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from pyllama_yield.api import build_app, gcp
     from pyllama_yield.api.http_server import listen_sockets, uvicorn_server
-    from pyllama_yield.cli import settings_from_args
+    from pyllama_yield.cli import server_tools, settings_from_args
 
     settings = settings_from_args(args)
     if settings.verbose:
@@ -160,7 +127,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if (routed := _serve_as_router(settings, args, port)) is not None:
         return routed
     try:
-        tools = _server_tools(settings)
+        tools = server_tools(settings)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

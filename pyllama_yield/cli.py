@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 import types
 import typing
 from typing import Any
@@ -20,7 +21,12 @@ from pydantic.fields import FieldInfo
 from .server.config import EngineConfig
 from .settings import ServerSettings, UnsupportedFlagError
 
-__all__ = ["add_settings_arguments", "engine_config", "flags_for", "settings_from_args", "settings_from_hub"]
+if typing.TYPE_CHECKING:
+    from .tools import ServerTools
+
+__all__ = [
+    "add_settings_arguments", "engine_config", "flags_for", "server_tools", "settings_from_args", "settings_from_hub",
+]  # fmt: skip
 
 
 def _value_type(annotation: Any) -> Any:
@@ -210,3 +216,29 @@ def settings_from_hub(settings: ServerSettings) -> ServerSettings:
         )
         update["model_draft"] = str(draft.path)
     return settings.model_copy(update=update) if update else settings
+
+
+def server_tools(settings: ServerSettings) -> ServerTools | None:
+    """What ``/tools`` serves (a single model's server, or a router): the ``--tools`` built-ins and
+    the MCP servers' tools (their warm-up runs here, before the server listens); None when neither
+    is configured. Raises ValueError for a bad tool name, runtime or MCP config: the server must
+    not start then."""
+    from .tools import McpServers, ServerTools, load_mcp_configs
+
+    configs = load_mcp_configs(settings.mcp_servers_config, settings.mcp_servers_json)
+    if not settings.server_tools and not configs:
+        return None
+    mcp = McpServers(configs).start() if configs else None
+    try:
+        tools = ServerTools.build(settings.server_tools, mcp, settings.tools_runtime)
+    except BaseException:
+        if mcp is not None:
+            mcp.close()
+        raise
+    on = {"server tools": settings.server_tools, "tools runtime": settings.tools_runtime, "MCP servers": mcp}
+    print(
+        f"warning: experimental features enabled: {', '.join(f for f, v in on.items() if v)}; do not expose this "
+        "server to untrusted clients",
+        file=sys.stderr,
+    )
+    return tools

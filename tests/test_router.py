@@ -286,3 +286,21 @@ def test_a_model_that_sleeps_shows_sleeping_and_a_request_wakes_it(models_dir):
         assert r.status_code == 200 and r.json()["tokens_predicted"] == 4
         assert statuses(c)["tiny-a"]["value"] == "loaded"
     stop_server(proc)  # type: ignore[arg-type]
+
+
+def test_the_router_runs_the_server_tools_itself(models_dir, tmp_path):
+    proc, c = router(models_dir, "--tools", "read_file,get_info")
+    with c:
+        assert sorted(t["tool"] for t in c.get("/tools").json()) == ["get_info", "read_file"]
+        note = tmp_path / "note.txt"
+        note.write_text("from the router\n")
+        r = c.post("/tools", json={"tool": "read_file", "params": {"path": str(note)}})
+        assert r.json()["plain_text_response"] == "from the router\n"
+        assert c.post("/tools", json={"tool": "exec_shell_command", "params": {}}).status_code == 404
+        assert complete(c, "tiny-a").status_code == 200
+        assert "--tools" not in statuses(c)["tiny-a"]["args"]  # the models' processes run none
+    stop_server(proc)  # type: ignore[arg-type]
+    proc, c = router(models_dir)
+    with c:
+        assert c.get("/tools").status_code == 403  # off unless --tools or MCP servers, as llama-server
+    stop_server(proc)  # type: ignore[arg-type]

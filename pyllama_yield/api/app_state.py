@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
@@ -13,6 +14,8 @@ from ..tools import ServerTools
 from .bridge import Bridge
 from .errors import ApiError
 from .streams import StreamSessions
+
+T = TypeVar("T")
 
 
 class AppState:
@@ -40,6 +43,10 @@ class AppState:
         threads = s.threads_http if s.threads_http > 0 else 512
         self.bridge = Bridge(engine, self.poll_interval_s, threads, max_queue=s.max_queue, timeout_s=s.timeout)
         self.engine = engine
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a bridge thread (``/tools``' calls), awaited without blocking the loop."""
+        return await self.bridge.run(fn, *args)
 
     def close(self) -> None:
         """Join the HTTP threads (after the server context stopped, which wakes them)."""

@@ -6,6 +6,8 @@
 ``"error"`` if the tool raised). Refusals use llama-server's statuses and its bare error object
 (not wrapped in ``"error"``): 400 for a malformed body or arguments, 404 for an unknown tool, 500
 for a refused runtime. Off (403) unless ``--tools`` or MCP servers are configured.
+
+The app's ``state.pyllama`` is a :class:`ToolsHost`: a single model's ``AppState``, or a router's.
 """
 
 from __future__ import annotations
@@ -13,20 +15,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ..settings import ServerSettings
 from ..tools import ServerTools, Tool, ToolArgumentError, ToolError, UnknownToolError
 from ..tools.params import json_type, required
-from .app_state import AppState, json_value
+from .app_state import json_value
 from .bridge import DisconnectWatch, sse
 from .cors_proxy import feature_disabled
 from .errors import ApiError
 
-__all__ = ["get_tools", "post_tools"]
+__all__ = ["ToolsHost", "get_tools", "post_tools"]
+
+T = TypeVar("T")
+
+
+class ToolsHost(Protocol):
+    settings: ServerSettings
+    tools: ServerTools | None
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker thread, awaited without blocking the event loop."""
+        ...
+
 
 log = logging.getLogger("pyllama_yield.api")
 
@@ -35,9 +50,13 @@ def _bare_error(message: str, status: int, kind: str) -> JSONResponse:
     return JSONResponse({"code": status, "message": message, "type": kind}, status)
 
 
+def _host(request: Request) -> ToolsHost:
+    host: ToolsHost = request.app.state.pyllama
+    return host
+
+
 def _tools(request: Request) -> ServerTools | None:
-    state: AppState = request.app.state.pyllama
-    return state.tools
+    return _host(request).tools
 
 
 async def get_tools(request: Request) -> Response:
@@ -55,8 +74,7 @@ async def post_tools(request: Request) -> Response:
         params = tools.call_params(params, request.headers)
         if stream:
             return _stream(request, tool, params)
-        state: AppState = request.app.state.pyllama
-        return JSONResponse(await state.bridge.run(tool.invoke, params, None))
+        return JSONResponse(await _host(request).run(tool.invoke, params, None))
     except ApiError as exc:  # malformed JSON, or a body over --max-body-size
         return _bare_error(str(exc), exc.status, exc.kind)
     except ToolArgumentError as exc:
@@ -83,7 +101,7 @@ def _call(body: Any) -> tuple[str, dict[str, Any], bool]:
 
 def _stream(request: Request, tool: Tool, params: dict[str, Any]) -> StreamingResponse:
     """The tool runs on a worker thread; its chunks cross to the event loop through a queue."""
-    state: AppState = request.app.state.pyllama
+    host = _host(request)
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     gone = threading.Event()
@@ -103,7 +121,7 @@ def _stream(request: Request, tool: Tool, params: dict[str, Any]) -> StreamingRe
 
     async def stream_events() -> AsyncIterator[str]:
         with DisconnectWatch(request, gone):  # the tool's push() sees the client leave
-            worker = asyncio.ensure_future(state.bridge.run(run))
+            worker = asyncio.ensure_future(host.run(run))
             try:
                 while True:
                     event = await events.get()

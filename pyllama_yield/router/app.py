@@ -1,6 +1,7 @@
 """The router's HTTP side, with llama-server's router contract: ``/models`` (each model's status),
 ``/models/load`` and ``/models/unload``, downloads (``POST /models``, ``DELETE /models``) and the
-events of ``/models/sse``, ``/props`` with ``role: router``, and every model route
+events of ``/models/sse``, ``/props`` with ``role: router``, the server tools (``/tools``, run here
+as llama-server's router runs them) and the page's CORS proxy, and every model route
 passed to the model's own ``serve`` — a POST by its body's ``model``, a GET by ``?model=`` —
 streamed through as it comes. The API key is checked here; the models' processes take none.
 """
@@ -14,7 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from starlette.applications import Starlette
@@ -27,11 +28,14 @@ from starlette.staticfiles import StaticFiles
 
 import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 
+from ..api import cors_proxy
+from ..api import tools as tool_routes
 from ..api.admin import WEBUI
 from ..api.auth import authorized
 from ..api.errors import ApiError, error_response
 from ..api.middleware import ServerMiddleware
 from ..settings import ServerSettings
+from ..tools import ServerTools
 from . import ollama
 from .downloads import Downloads
 from .instances import Instance
@@ -56,6 +60,7 @@ _DROP_REQUEST = {"host", "content-length", "transfer-encoding", "accept-encoding
 _DROP_RESPONSE = {"server", "content-length", "transfer-encoding", "connection", "keep-alive", "date"}
 
 Handler = Callable[[Request], Awaitable[Response]]
+T = TypeVar("T")
 
 
 def _autoload(request: Request) -> bool | None:
@@ -89,6 +94,18 @@ def model_json(inst: Instance) -> dict[str, Any]:
         "source": e.source,
         "can_remove": e.source == "cache",
     }
+
+
+class RouterState:
+    """What the routes shared with a single model's server (``/tools``, ``/cors-proxy``) need of
+    the app: the flags, the tools, and a worker thread for a blocking call."""
+
+    def __init__(self, settings: ServerSettings, tools: ServerTools | None) -> None:
+        self.settings = settings
+        self.tools = tools
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(fn, *args)
 
 
 class RouterRoutes:
@@ -320,7 +337,8 @@ def _page(settings: ServerSettings) -> list[BaseRoute]:
     return [Route("/", index, methods=["GET"]), Mount("/", StaticFiles(directory=folder), name="webui")]
 
 
-def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette:
+def build_router_app(router: ModelRouter, settings: ServerSettings, tools: ServerTools | None = None) -> Starlette:
+    """``tools``: what ``/tools`` serves (``--tools`` and MCP servers; None: the route answers 403)."""
     h = RouterRoutes(router, settings)
     keys = settings.api_keys
     table: list[tuple[str, Handler, list[str], bool]] = [
@@ -339,6 +357,10 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
         ("/api/version", lambda r: _answered(ollama.version(r)), ["GET"], False),
         ("/api/pull", h.pull, ["POST"], False),
         ("/api/delete", h.delete, ["DELETE"], False),
+        ("/tools", tool_routes.get_tools, ["GET"], False),
+        ("/tools", tool_routes.post_tools, ["POST"], False),
+        ("/cors-proxy", cors_proxy.cors_proxy, ["GET"], False),
+        ("/cors-proxy", cors_proxy.cors_proxy, ["POST"], False),
         *((path, h.proxy_post, ["POST"], False) for path in PROXIED_POST),
         *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
     ]
@@ -362,4 +384,6 @@ def build_router_app(router: ModelRouter, settings: ServerSettings) -> Starlette
             await h.client.aclose()
 
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_allowed, unavailable=lambda: None)]
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.pyllama = RouterState(settings, tools)
+    return app

@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 from ..api.http_server import listen_sockets, uvicorn_server
-from ..cli import flags_for
+from ..cli import flags_for, server_tools
 from ..settings import ROUTER_FIELDS, ServerSettings
 from .app import build_router_app
 from .registry import ModelRouter
@@ -18,9 +18,11 @@ from .sources import PresetError, collect
 
 __all__ = ["is_router", "serve_router", "with_remote_preset"]
 
-# the router's own flags, and those each model's process gets from the router instead
+# the router's own flags, and those each model's process gets from the router instead (the
+# server tools, MCP servers and the CORS proxy run in the router, as llama-server's)
 _NOT_PASSED_ON = ROUTER_FIELDS - {"offline"} | {
     "model", "mmproj", "hf_repo", "hf_file", "alias", "tags", "host", "port", "api_key",
+    "tools", "agent", "tools_runtime", "mcp_servers_config", "mcp_servers_json", "ui_mcp_proxy",
 }  # fmt: skip
 
 
@@ -58,16 +60,28 @@ def serve_router(settings: ServerSettings, given: dict[str, Any], port: int) -> 
     except (PresetError, ValueError) as exc:
         print(f"error: failed to initialize router models: {exc}", file=sys.stderr)
         return 1
+    try:
+        tools = server_tools(settings)  # MCP servers start (and warm up) before the router listens
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     names = ", ".join(router.instances) or "none yet"
     print(f"router mode on {settings.host}:{port}: models load on demand ({names})", file=sys.stderr)
-    app = build_router_app(router, settings)
-    server = uvicorn_server(app, settings, port, on_exit=router.events.close_soon)  # /models/sse ends at once
+
+    def on_exit() -> None:  # a stop was asked for: what holds connections open lets go at once
+        router.events.close_soon()
+        if tools is not None:
+            tools.shutdown()
+
+    server = uvicorn_server(build_router_app(router, settings, tools), settings, port, on_exit=on_exit)
     for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn re-raises them after its shutdown
         signal.signal(sig, lambda *_: None)
     try:
         server.run(sockets=listen_sockets(settings.hosts, port))
     finally:
         router.kill_all()  # any model the lifespan could not stop
+        if tools is not None:
+            tools.close()  # MCP server processes, the runtime's container
     left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     print(f"shut down: {'threads left: ' + ', '.join(left) if left else 'no thread left'}", file=sys.stderr)
     return 1 if left else 0
