@@ -304,3 +304,38 @@ def test_the_router_runs_the_server_tools_itself(models_dir, tmp_path):
     with c:
         assert c.get("/tools").status_code == 403  # off unless --tools or MCP servers, as llama-server
     stop_server(proc)  # type: ignore[arg-type]
+
+
+def test_sessions_resume_through_the_router_and_a_stop_cancels_a_request_waiting_for_its_model(models_dir, tmp_path):
+    fifo = tmp_path / "slow.gguf"
+    os.mkfifo(fifo)  # a model file that never opens: its process stays "loading"
+    preset = tmp_path / "slow.ini"
+    preset.write_text(f"[slow]\nmodel = {fifo}\nstop-timeout = 1\n")
+    proc, c = router(models_dir, "--models-preset", str(preset))
+    session = {"X-Conversation-Id": "conv-a"}
+    with c:
+        body = {"model": "tiny-a", "prompt": "Hi", "n_predict": 4, "stream": True}
+        with c.stream("POST", "/completion", json=body, headers=session) as r:
+            assert "data: " in "".join(r.iter_text())
+        r = c.get("/v1/stream", params={"conv_id": "conv-a", "from": 0})  # replayed by the model's process
+        assert r.status_code == 200 and "data: " in r.text
+        assert c.delete("/v1/stream", params={"conv_id": "conv-a"}).status_code == 204
+        assert c.get("/v1/stream", params={"conv_id": "conv-a", "from": 0}).status_code == 404
+
+        waiting: dict[str, httpx.Response] = {}
+
+        def post() -> None:
+            with httpx.Client(base_url=c.base_url, timeout=TIMEOUT) as other:
+                slow = {"model": "slow", "prompt": "Hi", "stream": True}
+                waiting["r"] = other.post("/completion", json=slow, headers={"X-Conversation-Id": "conv-b"})
+
+        thread = threading.Thread(target=post)
+        thread.start()
+        wait_status(c, "slow", "loading")
+        r = c.get("/v1/stream", params={"conv_id": "conv-b", "from": 0})
+        assert r.status_code == 503 and "retry later" in r.json()["error"]["message"]
+        assert c.delete("/v1/stream", params={"conv_id": "conv-b"}).status_code == 204
+        thread.join(TIMEOUT)
+        assert waiting["r"].status_code == 400 and "cancelled by a stop" in waiting["r"].json()["error"]["message"]
+        assert c.get("/v1/stream", params={"conv_id": "conv-b", "from": 0}).status_code == 404
+    stop_server(proc)  # type: ignore[arg-type]

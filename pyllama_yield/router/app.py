@@ -34,12 +34,15 @@ from ..api.admin import WEBUI
 from ..api.auth import authorized
 from ..api.errors import ApiError, error_response
 from ..api.middleware import ServerMiddleware
+from ..api.streams import CONVERSATION_HEADER
 from ..settings import ServerSettings
 from ..tools import ServerTools
 from . import ollama
 from .downloads import Downloads
 from .instances import Instance
+from .proxy import ModelProxy
 from .registry import ModelRouter, RouterError
+from .streams import Conversations, StreamRoutes
 
 __all__ = ["build_router_app"]
 
@@ -55,18 +58,9 @@ PROXIED_POST = (
     "/api/chat", "/api/generate", "/api/show", "/api/embed", "/api/embeddings",
 )  # fmt: skip
 PROXIED_GET = ("/metrics", "/lora-adapters", "/slots")
-# hop-by-hop and recomputed headers, not passed on either way
-_DROP_REQUEST = {"host", "content-length", "transfer-encoding", "accept-encoding", "connection"}
-_DROP_RESPONSE = {"server", "content-length", "transfer-encoding", "connection", "keep-alive", "date"}
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
-
-
-def _autoload(request: Request) -> bool | None:
-    """``?autoload=``: true for "true" or "1", false for anything else, the flag's when absent."""
-    value = request.query_params.get("autoload")
-    return None if not value else value in ("true", "1")
 
 
 def model_json(inst: Instance) -> dict[str, Any]:
@@ -114,8 +108,10 @@ class RouterRoutes:
     def __init__(self, router: ModelRouter, settings: ServerSettings) -> None:
         self.router = router
         self.settings = settings
-        self.client = httpx.AsyncClient(timeout=httpx.Timeout(settings.timeout, connect=10))
+        self.proxy = ModelProxy(router, settings.timeout)
         self.downloads = Downloads(router, settings.hf_token)
+        self.conversations = Conversations()
+        self.streams = StreamRoutes(router, self.proxy, self.conversations)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -190,7 +186,14 @@ class RouterRoutes:
                 raise ApiError(str(exc)) from None
             self.router.resolve(name).keep_alive_asked = seconds
             body = json.dumps(fields).encode()
-        return await self._proxy(request, name, body)
+        inst = self.router.resolve(name)
+        conv_id = request.headers.get(CONVERSATION_HEADER)
+        if not conv_id:
+            return await self.proxy.forward(request, await self.proxy.ready(request, inst), body)
+        # a session request: remembered before the wait, so that a stop can cancel it meanwhile
+        ticket = self.conversations.remember(conv_id, inst.entry.id)
+        inst = await self.proxy.ready(request, inst, stopped=lambda: not self.conversations.alive(conv_id, ticket))
+        return await self.proxy.forward(request, inst, body)
 
     async def pull(self, request: Request) -> Response:
         """Ollama's ``/api/pull``: NDJSON progress (or, with ``stream: false``, the last status)."""
@@ -221,56 +224,8 @@ class RouterRoutes:
         return Response(status_code=200)
 
     async def proxy_get(self, request: Request) -> Response:
-        return await self._proxy(request, request.query_params.get("model"), b"")
-
-    async def _proxy(self, request: Request, name: Any, body: bytes) -> Response:
-        inst = await self._ready(request, self.router.resolve(name))
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
-        url = inst.url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        upstream = self.client.build_request(request.method, url, headers=headers, content=body)
-        self.router.begin(inst, wakes=request.method == "POST")
-        try:
-            if self.router.debug_delay_s:
-                await asyncio.sleep(self.router.debug_delay_s)  # counted busy meanwhile
-            answer = await self.client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
-            self.router.end(inst)
-            raise ApiError(f"proxy error: {exc}", 500, "server_error") from None
-        except BaseException:  # cancelled (the client left): the model is not busy for it any more
-            self.router.end(inst)
-            raise
-
-        released = False
-
-        async def release() -> None:  # the end of the answer, or the client gone: once
-            nonlocal released
-            if not released:
-                released = True
-                await answer.aclose()  # a model streaming to a client that left stops (its disconnect)
-                self.router.end(inst)
-
-        async def relay() -> AsyncIterator[bytes]:
-            try:
-                async for chunk in answer.aiter_raw():
-                    yield chunk
-            finally:
-                await release()
-
-        kept = {k: v for k, v in answer.headers.items() if k.lower() not in _DROP_RESPONSE}
-        return StreamingResponse(
-            relay(), status_code=answer.status_code, headers=kept, background=BackgroundTask(release)
-        )
-
-    async def _ready(self, request: Request, inst: Instance) -> Instance:
-        """The model loaded for this request; a client that leaves while it waits leaves the line."""
-        waiting = asyncio.ensure_future(self.router.ready(inst, _autoload(request)))
-        while not waiting.done():
-            await asyncio.wait({waiting}, timeout=0.25)
-            if not waiting.done() and await request.is_disconnected():
-                waiting.cancel()
-                msg = f"request cancelled while waiting for model name={inst.entry.id}"
-                raise ApiError(msg, 500, "server_error")
-        return waiting.result()
+        inst = await self.proxy.ready(request, self.router.resolve(request.query_params.get("model")))
+        return await self.proxy.forward(request, inst, b"")
 
 
 async def _answered(response: Response) -> Response:
@@ -361,6 +316,9 @@ def build_router_app(router: ModelRouter, settings: ServerSettings, tools: Serve
         ("/tools", tool_routes.post_tools, ["POST"], False),
         ("/cors-proxy", cors_proxy.cors_proxy, ["GET"], False),
         ("/cors-proxy", cors_proxy.cors_proxy, ["POST"], False),
+        ("/v1/stream", h.streams.get, ["GET"], False),
+        ("/v1/stream", h.streams.delete, ["DELETE"], False),
+        ("/v1/streams/lookup", h.streams.lookup, ["POST"], False),
         *((path, h.proxy_post, ["POST"], False) for path in PROXIED_POST),
         *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
     ]
@@ -374,14 +332,14 @@ def build_router_app(router: ModelRouter, settings: ServerSettings, tools: Serve
         for inst in router.instances.values():  # load-on-startup, in the background
             if inst.entry.load_on_startup:
                 router.load_in_background(inst)
-        reaper = asyncio.get_running_loop().create_task(_watch_idle(router, h.client))
+        reaper = asyncio.get_running_loop().create_task(_watch_idle(router, h.proxy.client))
         try:
             yield
         finally:
             reaper.cancel()
             await h.downloads.cancel_all()
             await router.stop_all()
-            await h.client.aclose()
+            await h.proxy.aclose()
 
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_allowed, unavailable=lambda: None)]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
