@@ -218,9 +218,10 @@ def download(
     """``user/repo[:quant]`` (``-hf``), or ``hf_file`` of that repo (``-hff``), downloaded (or
     found in the cache) with its projector unless ``mmproj`` is False. ``progress`` hears of every
     chunk; ``cancelled`` is asked at every chunk and stops the download when true."""
-    got = spec if isinstance(spec, Plan) else plan(spec, hf_file, token=token, offline=_offline(offline))
+    offline = _offline(offline)
+    got = spec if isinstance(spec, Plan) else plan(spec, hf_file, token=token, offline=offline)
     wanted = got.model + ([got.mmproj] if mmproj and got.mmproj else [])
-    paths = _fetch(got.repo, wanted, token, _offline(offline), progress=progress, cancelled=cancelled)
+    paths = _fetch(got.repo, wanted, token, offline, progress=progress, cancelled=cancelled)
     return HubModel(paths[0], paths[len(got.model)] if len(paths) > len(got.model) else None)
 
 

@@ -49,12 +49,16 @@ def _copy_tokenizer(writer, vocab: str) -> int:  # noqa: ANN001 - gguf.GGUFWrite
     return n_vocab
 
 
-def _write_and_rename(writer, tmp: Path, path: Path) -> Path:  # noqa: ANN001 - gguf.GGUFWriter
-    """Write the GGUF under its temporary name, then rename: a crash never leaves half a file."""
+def _write(writer) -> None:  # noqa: ANN001 - gguf.GGUFWriter
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def _write_and_rename(writer, tmp: Path, path: Path) -> Path:  # noqa: ANN001 - gguf.GGUFWriter
+    """Write the GGUF under its temporary name, then rename: a crash never leaves half a file."""
+    _write(writer)
     os.replace(tmp, path)
     return path
 
@@ -171,9 +175,8 @@ def make_tiny_model(
     tensors = _Tensors(writer, np.random.default_rng(seed), dtype)
     _add_text_tensors(tensors, arch, n_vocab, n_layer, n_embd, n_head, n_head_kv, n_ff)
     if split_max_tensors:  # the shards are named by the writer (no temporary name to rename)
-        shards = writer.format_shard_names(path)
-        _write_and_rename(writer, shards[0], shards[0])
-        return Path(shards[0])
+        _write(writer)
+        return Path(writer.format_shard_names(path)[0])
     return _write_and_rename(writer, tmp, path)
 
 

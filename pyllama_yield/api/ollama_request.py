@@ -33,6 +33,7 @@ __all__ = [
     "read_request",
     "requested_model",
     "sampling_fields",
+    "body_model",
 ]
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -202,9 +203,14 @@ def model_name(state: AppState) -> str:
     return name if ":" in name else f"{name}:latest"
 
 
+def body_model(body: dict[str, Any]) -> Any:
+    """The model a request's body names: ``model``, or Ollama's older ``name`` (any JSON value)."""
+    return body.get("model") or body.get("name")
+
+
 def requested_model(body: dict[str, Any]) -> str:
-    """The model a body names (``model``, or Ollama's older ``name``); a 400 without one."""
-    name = body.get("model") or body.get("name")
+    """The model a body names (:func:`body_model`); a 400 without one."""
+    name = body_model(body)
     if not isinstance(name, str):
         raise ApiError("model is required")
     return name

@@ -38,7 +38,7 @@ from ..api.streams import CONVERSATION_HEADER
 from ..settings import ServerSettings
 from ..tools import ServerTools
 from . import ollama
-from .downloads import Downloads
+from .downloads import Download, Downloads
 from .instances import Instance
 from .proxy import ModelProxy
 from .registry import ModelRouter, RouterError
@@ -63,8 +63,24 @@ Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
 
 
+def _listed(model_id: str, status: dict[str, Any], source: str, **more: Any) -> dict[str, Any]:
+    """One entry of ``GET /models``, in llama-server's shape."""
+    return {
+        "id": model_id,
+        "aliases": [],
+        "tags": [],
+        "object": "model",
+        "owned_by": "llamacpp",
+        "created": int(time.time()),
+        "status": status,
+        "source": source,
+        "can_remove": source == "cache",
+        **more,
+    }
+
+
 def model_json(inst: Instance) -> dict[str, Any]:
-    """One model of ``GET /models``, as llama-server lists it."""
+    """A model of the router, as llama-server lists it."""
     inst.refresh()
     status: dict[str, Any] = {
         "value": inst.shown_status,
@@ -73,21 +89,14 @@ def model_json(inst: Instance) -> dict[str, Any]:
     if not inst.running and inst.exit_code:
         status.update(exit_code=inst.exit_code, failed=True)
     e = inst.entry
-    return {
-        "id": e.id,
-        "aliases": e.aliases,
-        "tags": e.tags,
-        "object": "model",
-        "owned_by": "llamacpp",
-        "created": int(time.time()),
-        "status": status,
-        "architecture": {
-            "input_modalities": ["text", "image"] if e.has_projector else ["text"],
-            "output_modalities": ["text"],
-        },
-        "source": e.source,
-        "can_remove": e.source == "cache",
-    }
+    modalities = ["text", "image"] if e.has_projector else ["text"]
+    architecture = {"input_modalities": modalities, "output_modalities": ["text"]}
+    return _listed(e.id, status, e.source, aliases=e.aliases, tags=e.tags, architecture=architecture)
+
+
+def download_json(download: Download) -> dict[str, Any]:
+    """A model being downloaded (``POST /models``), with each file's bytes done and total."""
+    return _listed(download.name, {"value": "downloading", "args": []}, "cache", progress=download.progress)
 
 
 class RouterState:
@@ -135,7 +144,7 @@ class RouterRoutes:
         if request.query_params.get("reload"):
             self.router.reload()
         data = [model_json(i) for i in self.router.instances.values() if not i.entry.hidden]
-        data += [d.model_json() for d in self.downloads.active.values()]
+        data += [download_json(d) for d in self.downloads.active.values()]
         return JSONResponse({"data": data, "object": "list"})
 
     async def download(self, request: Request) -> Response:

@@ -38,21 +38,6 @@ class Download:
     progress: dict[str, dict[str, int]] = field(default_factory=dict)  # file URL -> done, total
     task: asyncio.Task[None] | None = None
 
-    def model_json(self) -> dict[str, Any]:
-        """The model as ``GET /models`` lists it while it downloads."""
-        return {
-            "id": self.name,
-            "aliases": [],
-            "tags": [],
-            "object": "model",
-            "owned_by": "llamacpp",
-            "created": int(time.time()),
-            "status": {"value": "downloading", "args": []},
-            "progress": self.progress,
-            "source": "cache",
-            "can_remove": True,
-        }
-
 
 class Downloads:
     def __init__(self, router: ModelRouter, token: str | None) -> None:

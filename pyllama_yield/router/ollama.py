@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from .. import hub
 from ..api.ollama import OLLAMA_API_VERSION
+from ..api.ollama_request import body_model
 from .instances import Instance
 from .registry import ModelRouter, RouterError
 
@@ -24,11 +25,6 @@ __all__ = ["body_model", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", 
 
 _PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|h|m|s)?")
 _UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def body_model(body: dict[str, Any]) -> Any:
-    """The model a request's body names: ``model``, or Ollama's older ``name`` (any JSON value)."""
-    return body.get("model") or body.get("name")
 
 
 def keep_alive_seconds(value: Any) -> float:
