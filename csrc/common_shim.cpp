@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#ifndef _WIN32
+#include <unistd.h>
+#endif
+
 namespace {
 
 char * dup_string(const std::string & s) {
@@ -237,6 +241,29 @@ extern "C" int pyly_sampler_sample_accept_many(pyly_sampler ** smpls, void * ctx
         n_failed += status[i] != 0;
     }
     return n_failed;
+}
+
+extern "C" int pyly_decode_sample_accept_many(void * ctx, const void * batch, const int * doorbells, int n_doorbells,
+                                              int * decode_code, pyly_sampler ** smpls, const int * idxs, int n,
+                                              int n_threads, int * tokens, int * status, char ** errors) {
+#ifndef _WIN32
+    static const unsigned char ring[8] = {1, 0, 0, 0, 0, 0, 0, 0};  // an eventfd's 1
+    for (int i = 0; i < n_doorbells; i++) {
+        (void) !write(doorbells[i], ring, sizeof ring);  // a full pipe has been rung already
+    }
+#else
+    (void) doorbells; (void) n_doorbells;
+#endif
+    auto * lctx = static_cast<llama_context *>(ctx);
+    *decode_code = llama_decode(lctx, *static_cast<const llama_batch *>(batch));
+    if (*decode_code != 0) {
+        return 0;
+    }
+    if (n == 0) {  // nothing to sample: the outputs are synchronized all the same
+        llama_synchronize(lctx);
+        return 0;
+    }
+    return pyly_sampler_sample_accept_many(smpls, ctx, idxs, n, n_threads, tokens, status, errors);
 }
 
 extern "C" int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, float * probs, float * p_selected) {

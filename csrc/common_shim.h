@@ -41,6 +41,15 @@ PYLY_API int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_generate
  * why, to be freed with pyly_free). Returns how many failed. */
 PYLY_API int pyly_sampler_sample_accept_many(pyly_sampler ** smpls, void * ctx, const int * idxs, int n,
                                              int n_threads, int * tokens, int * status, char ** errors);
+/* A generation step in one call: rings the doorbells (writes eight bytes to each non-blocking
+ * pipe, so that the event loops waiting for the step's earlier results wake while this thread
+ * holds no GIL), decodes `batch` (a `struct llama_batch *`) and, when that went through, samples
+ * and accepts as pyly_sampler_sample_accept_many (with no sampler, it synchronizes the outputs).
+ * Writes llama_decode's code to *decode_code; returns how many samplers failed (0 when the decode
+ * did not go through: nothing sampled). */
+PYLY_API int pyly_decode_sample_accept_many(void * ctx, const void * batch, const int * doorbells, int n_doorbells,
+                                            int * decode_code, pyly_sampler ** smpls, const int * idxs, int n,
+                                            int n_threads, int * tokens, int * status, char ** errors);
 /* The candidates of the last sample after the whole chain, sorted by probability: writes up to
  * `n` ids and probabilities and the sampled token's probability, returns how many were written. */
 PYLY_API int pyly_sampler_candidates(pyly_sampler * smpl, int n, int * ids, float * probs, float * p_selected);

@@ -17,12 +17,19 @@ import numpy as np
 
 from ._common_cffi import ffi, lib
 from ._native import ffi as llama_ffi
-from .llama import Context, LlamaError, Model
+from .llama import Batch, Context, LlamaError, Model
 from .llama.owner import Owner
 
 E = TypeVar("E", bound=Exception)
 
-__all__ = ["ChatTemplates", "CommonSampler", "json_schema_to_grammar", "parse_chat_output", "sample_and_accept_many"]
+__all__ = [
+    "ChatTemplates",
+    "CommonSampler",
+    "decode_and_sample",
+    "json_schema_to_grammar",
+    "parse_chat_output",
+    "sample_and_accept_many",
+]
 
 
 def _take_string(ptr: Any) -> str:
@@ -119,21 +126,63 @@ def sample_and_accept_many(
     A big vocabulary makes each sample a pass over every logit (Gemma 3: 262,144), so with many
     slots this is most of the step's CPU time that is not the decode; llama-server samples its
     slots one after the other on one thread while the CPU backend's other threads wait."""
-    n = len(samplers)
-    if len(set(map(id, samplers))) != n:
-        raise ValueError("each sampler may appear once")
-    tokens = ffi.new("int[]", n)
-    status = ffi.new("int[]", n)
-    errors = ffi.new("char *[]", n)
-    ptrs = ffi.new("pyly_sampler *[]", [s.ptr for s in samplers])
-    lib.pyly_sampler_sample_accept_many(ptrs, _void(ctx.ptr), list(idxs), n, n_threads, tokens, status, errors)
-    out: list[int | LlamaError] = []
-    for i in range(n):
-        if status[i] == 0:
-            out.append(tokens[i])
-            continue
-        out.append(_sample_error(errors[i]) if status[i] == 1 else _accept_error(errors[i], tokens[i]))
-    return out
+    call = _ManySamples(samplers, idxs)
+    lib.pyly_sampler_sample_accept_many(call.ptrs, _void(ctx.ptr), call.idxs, call.n, n_threads, *call.outputs)
+    return call.results()
+
+
+def decode_and_sample(
+    ctx: Context,
+    batch: Batch,
+    samplers: Sequence[CommonSampler],
+    idxs: Sequence[int],
+    n_threads: int,
+    doorbells: Sequence[int] = (),
+) -> list[int | LlamaError]:
+    """``ctx.decode(batch)`` (its errors raised the same way), then :func:`sample_and_accept_many`,
+    in one C call: the GIL is released once for the whole step, and ``doorbells`` (pipes of event
+    loops waiting for the step's earlier results, see ``queue.ring``) are rung in it just before
+    the decode, so that no woken loop takes the GIL between the two."""
+    call = _ManySamples(samplers, idxs)
+    rings = list(doorbells)
+    code = ffi.new("int *")
+
+    def decode(ctx_ptr: Any, batch_ptr: Any) -> int:
+        lib.pyly_decode_sample_accept_many(
+            _void(ctx_ptr), _void(llama_ffi.addressof(batch_ptr)), rings, len(rings), code,
+            call.ptrs, call.idxs, call.n, n_threads, *call.outputs,
+        )  # fmt: skip
+        return int(code[0])
+
+    ctx.decode_with(batch, decode)
+    return call.results()
+
+
+class _ManySamples:
+    """The arrays one many-sampler call takes and fills, and its results read back."""
+
+    def __init__(self, samplers: Sequence[CommonSampler], idxs: Sequence[int]) -> None:
+        n = self.n = len(samplers)
+        if len(set(map(id, samplers))) != n:
+            raise ValueError("each sampler may appear once")
+        self.ptrs = ffi.new("pyly_sampler *[]", [s.ptr for s in samplers])
+        self.idxs = list(idxs)
+        self.tokens = ffi.new("int[]", n)
+        self.status = ffi.new("int[]", n)
+        self.errors = ffi.new("char *[]", n)
+        self.outputs = (self.tokens, self.status, self.errors)
+
+    def results(self) -> list[int | LlamaError]:
+        out: list[int | LlamaError] = []
+        for i in range(self.n):
+            status = self.status[i]
+            if status == 0:
+                out.append(self.tokens[i])
+            elif status == 1:
+                out.append(_sample_error(self.errors[i]))
+            else:
+                out.append(_accept_error(self.errors[i], self.tokens[i]))
+        return out
 
 
 def _json_call(fn: Any, *args: Any, what: str) -> dict[str, Any]:

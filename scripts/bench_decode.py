@@ -183,9 +183,11 @@ def main() -> None:
             f"python_vs_llama_bench: tg {extra['python_vs_llama_bench_tokens_per_s_ratio']:.3f}, "
             f"pp {extra['python_vs_llama_bench_prompt_tokens_per_s_ratio']:.3f}"
         )
+    commit = subprocess.run(["git", "-C", str(HERE.parent), "describe", "--always", "--dirty"], capture_output=True)
     write_json(
         "bench_decode",
         {
+            "commit": commit.stdout.decode().strip(),
             "config": vars(args) | {"out": None, "llama_bench": str(args.llama_bench) if args.llama_bench else None},
             "rows": rows,
             "devices": [

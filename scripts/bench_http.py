@@ -41,8 +41,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(cmd: list[str], port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def launch(cmd: list[str], port: int, cwd: Path | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:

@@ -80,9 +80,10 @@ def metrics_poller(port: int, interval_s: float) -> tuple[Callable[[], list[int]
     return finish, stop
 
 
-def fresh_server(cmd: list[str], flags: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+def fresh_server(cmd: list[str], flags: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``cwd``: where ours runs from (its Python code comes from a checkout there)."""
     port = free_port()
-    return launch([*cmd, *flags, "--port", str(port)], port), port
+    return launch([*cmd, *flags, "--port", str(port)], port, cwd), port
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:

@@ -138,6 +138,130 @@ def bench_rpc(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def bench_decode(result: dict[str, Any]) -> str:
+    c = result["config"]
+    lines = [
+        f"The bare greedy loop (sample, refill the batch, `llama_decode`) in Python over the binding and "
+        f"the same loop in C (`scripts/bench_decode.c`), over the same libllama and model "
+        f"({c['n_layer']} layers × {c['n_embd']}), {c['threads']} thread(s), {c['n_gen']} tokens after a "
+        f"{result['prompt_tokens']}-token prompt, {c['rounds']} rounds taking turns "
+        f"(`benchmarks/bench_decode.json`, commit `{result.get('commit', '?')}`):",
+        "",
+        "| loop | tokens/s, median | best round |",
+        "|---|---|---|",
+    ]
+    for impl, r in result["results"].items():
+        lines.append(f"| {impl} | {r['tg_tokens_per_s']:.0f} | {r['tg_tokens_per_s_best']:.0f} |")
+    lines += [
+        "",
+        f"Python ÷ C: **{result['python_vs_c_tokens_per_s_ratio']:.3f}** (median), "
+        f"{result['python_vs_c_tokens_per_s_ratio_best_of_rounds']:.3f} (best rounds).",
+    ]
+    return "\n".join(lines)
+
+
+PROFILE_WHAT = {
+    "token_streamed": "a token, streamed",
+    "token_plain": "a token, not streamed",
+    "request": "a request (1 token, streamed)",
+}
+PROFILE_PHASES = ("fill", "decode", "sample", "stop", "post", "publish", "other")
+
+
+def profile_host_cost(result: dict[str, Any]) -> str:
+    flags = result["flags"]
+    lines = [
+        f"Microseconds per token (one request of {flags['tokens']} tokens) and per request ({flags['requests']} "
+        f"one-token requests), one client, model {result['model']}, `-t 1 -np 1`, fresh servers, median of "
+        f"{flags['repeat']} rounds (`benchmarks/profile_host_cost.json`, commit `{result.get('commit', '?')}`"
+        + (f", before: `{result['before_commit']}`" if result.get("before_commit") else "")
+        + "). CPU per thread from `/proc`: ours runs its event loop (HTTP, rendering, the socket) on the main "
+        "thread and the model on the loop thread; llama-server runs its slot loop on the main thread and HTTP "
+        "on others. The loop thread's phases are its own clock (`/metrics`); since the step's one C call, "
+        "*decode* includes the sampling of generating slots.",
+        "",
+        "| | server | wall | main thread | busiest other | other threads | " + " | ".join(PROFILE_PHASES) + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(PROFILE_PHASES),
+    ]
+    for m in result["medians"]:
+        phases = m["loop_phases_us"]
+        cells = [PROFILE_WHAT[m["what"]], m["server"]]
+        cells += [f"{m[k]:.0f}" for k in ("wall_us", "main_thread_us", "busiest_other_thread_us", "other_threads_us")]
+        cells += [f"{phases[k]:.0f}" if k in phases else "–" for k in PROFILE_PHASES]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _profile_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["what"], row["server"]), []).append(row)
+    order = sorted(groups, key=lambda g: (list(PROFILE_WHAT).index(g[0]), g[1]))
+    out = []
+    for what, server in order:
+        rs = groups[(what, server)]
+        m: dict[str, Any] = {"what": what, "server": server}
+        for k in ("wall_us", "main_thread_us", "busiest_other_thread_us", "other_threads_us"):
+            m[k] = statistics.median(r[k] for r in rs)
+        m["loop_phases_us"] = {
+            k: statistics.median(r["loop_phases_us"][k] for r in rs) for k in rs[0]["loop_phases_us"]
+        }
+        out.append(m)
+    return out
+
+
+HOST_KEYS = ("tokens_per_s", "ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "latency_p50_ms", "cold_ms")
+
+
+def _fmt_ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def bench_host_cost(result: dict[str, Any]) -> str:
+    flags = result["flags"]
+    before = result.get("before_commit")
+    lines = [
+        f"Models made by `make_tiny_model` that decode at GPU speed on one core here (2×64: ≈0.6 ms a "
+        f"token; 4×256: ≈2.3 ms); fresh servers `-t {flags['threads']} -np N -c N×1024`, N clients asking "
+        f"for {flags['n_predict']} greedy tokens each (EOS ignored), the servers taking turns, median of "
+        f"{flags['repeat']} rounds ({_source(result, 'bench_host_cost')}). Ratios are ours ÷ llama-server "
+        f"(tokens/s: higher is better; times: lower is better); *cold* is a fresh server's first request"
+        + (f"; *before* is ours at `{before}` ÷ llama-server, in the same run." if before else "."),
+        "",
+        "| model | endpoint | streamed | clients | tokens/s | TTFT p50 | ITL p50 | ITL p99 | answer p50 | cold |"
+        + (" tokens/s before | TTFT before |" if before else ""),
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if before else ""),
+    ]
+    for r in result["ratios"]:
+        cells = [r["model"], f"`{r['endpoint']}`", "yes" if r["stream"] else "no", str(r["clients"])]
+        cells += [_fmt_ratio(r["ours"].get(k)) for k in HOST_KEYS]
+        if before:
+            cells += [_fmt_ratio(r["before"].get(k)) for k in ("tokens_per_s", "ttft_p50_ms")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _host_cost_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by = ("model", "endpoint", "stream", "clients", "server")
+    present = [k for k in HOST_KEYS if any(r.get(k) is not None for r in rows)]
+    medians: dict[tuple[Any, ...], dict[str, Any]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in by), []).append(row)
+    for key, rs in groups.items():
+        medians[key] = {k: statistics.median(r[k] for r in rs) for k in present if rs[0].get(k) is not None}
+    def over(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, float | None]:
+        return {k: _ratio(mine[k], theirs[k]) for k in mine if k in theirs}
+
+    out = []
+    for key in dict.fromkeys(k[:-1] for k in groups):
+        theirs = medians.get((*key, "llama-server"), {})
+        row = dict(zip(by[:-1], key, strict=True))
+        ours, before = medians.get((*key, "ours"), {}), medians.get((*key, "ours-before"), {})
+        out.append({**row, "ours": over(ours, theirs), "before": over(before, theirs)})
+    return out
+
+
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f}"
 
@@ -203,6 +327,9 @@ TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench_serving": bench_serving,
     "bench_webui": bench_webui,
     "bench_rpc": bench_rpc,
+    "bench_host_cost": bench_host_cost,
+    "bench_decode": bench_decode,
+    "profile_host_cost": profile_host_cost,
 }
 
 
@@ -247,6 +374,24 @@ def _summaries(name: str, result: dict[str, Any]) -> dict[str, Any]:
                 bursts[0]["first_event_slowest_ms"], bursts[1]["first_event_slowest_ms"]
             )
         return {"medians": medians, "ratios": per_n}
+    if name == "bench_host_cost":
+        return {"ratios": _host_cost_ratios(result["rows"])}
+    if name == "profile_host_cost":
+        return {"medians": _profile_medians(result["rows"])}
+    if name == "bench_decode":
+        n_gen = result["config"]["n_gen"]
+        summary = {}
+        for impl, rs in result["rows"].items():
+            tgs = [n_gen / r["tg_s"] for r in rs]
+            pp = statistics.median(result["prompt_tokens"] / r["pp_s"] for r in rs)
+            summary[impl] = {"tg_tokens_per_s": statistics.median(tgs), "tg_tokens_per_s_best": max(tgs)}
+            summary[impl]["pp_tokens_per_s"] = pp
+        py, c = summary["python"], summary["c"]
+        return {
+            "results": summary,
+            "python_vs_c_tokens_per_s_ratio": py["tg_tokens_per_s"] / c["tg_tokens_per_s"],
+            "python_vs_c_tokens_per_s_ratio_best_of_rounds": py["tg_tokens_per_s_best"] / c["tg_tokens_per_s_best"],
+        }
     if name == "upstream_server_tests":
         counts = _suite_counts(result["files"])
         llama = sum(len(c["llama_passed"]) for c in counts.values())

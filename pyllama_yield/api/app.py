@@ -10,6 +10,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import anyio
+import anyio.lowlevel
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -143,8 +145,17 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    await _import_what_a_stream_needs()
     yield
     app.state.pyllama.streams.close()  # on the event loop: pumps cancelled, readers released
+
+
+async def _import_what_a_stream_needs() -> None:
+    """anyio imports its asyncio backend's task groups, streams and sockets on first use, which
+    is a streamed answer's (Starlette runs each in a task group): about 10 ms, paid at startup
+    rather than by the first client."""
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.lowlevel.checkpoint)
 
 
 def build_app(

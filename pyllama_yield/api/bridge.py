@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,12 +22,13 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from ..queue import Result, TaskType
+from ..queue import ResponseReader, Result, TaskType
 from ..server import CompletionParams, CompletionTask, ContextOverflowError, Engine
-from ..server.async_reader import AsyncReader
+from ..server.async_reader import AsyncReader, Doorbell
 from ..server.chat_request import UnsupportedMediaError
 from ..server.results import Indexed, expect
 from .errors import ApiError, error_json, result_error
+from .event_stream import EventStream
 
 __all__ = ["Bridge", "named_event_sse", "sse"]
 
@@ -90,14 +93,28 @@ class Bridge:
         self.timeout_s = timeout_s
         self.in_flight = 0  # only touched on the event loop thread
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="pyllama-http")
+        self._doorbell: Doorbell | None = None  # of the first event loop that reads results
+
+    def _reader(self, reader: ResponseReader, on_stop: Callable[[], None] = lambda: None) -> AsyncReader:
+        """``reader`` read on the running loop: through the doorbell when this is its loop (the
+        server's one loop); another loop (a test client's) is woken without it."""
+        loop = asyncio.get_running_loop()
+        if self._doorbell is None and hasattr(os, "set_blocking") and sys.platform != "win32":
+            self._doorbell = Doorbell(loop)
+        doorbell = self._doorbell if self._doorbell is not None and self._doorbell.loop is loop else None
+        return AsyncReader(reader, self.poll_interval_s, on_stop, doorbell)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a bridge thread, awaited without blocking the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
 
     def close(self) -> None:
-        """Join every bridge thread; call after the server context stopped (which wakes waiters)."""
+        """Join every bridge thread; call after the server context stopped (which wakes waiters,
+        and rings no doorbell after that)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._doorbell is not None:
+            self._doorbell.close()
+            self._doorbell = None
 
     async def call(self, task_type: TaskType, payload: Any = None) -> Result:
         """One task, one result (metrics, slot save/restore)."""
@@ -108,7 +125,7 @@ class Bridge:
     async def try_call(self, task_type: TaskType, payload: Any, should_stop: Callable[[], bool]) -> Result | None:
         """Like :meth:`call`; None when ``should_stop()`` said so before the result came."""
         reader = self.engine.post(task_type, payload, self.poll_interval_s)
-        with AsyncReader(reader, self.poll_interval_s) as results:
+        with self._reader(reader) as results:
             batch = await results.next_batch(should_stop)
         if not batch:
             return None
@@ -152,7 +169,7 @@ class Bridge:
         def release() -> None:
             self.in_flight -= len(tasks)
 
-        return AsyncReader(reader, self.poll_interval_s, on_stop=release)
+        return self._reader(reader, on_stop=release)
 
     def _timeout_error(self) -> ApiError:
         return ApiError(f"the request took longer than {self.timeout_s:g} s (--timeout)", 503, "unavailable_error")
@@ -233,7 +250,7 @@ class Bridge:
             # thread hop per request), and the reader's timer handle belongs to this loop.
             reader.stop()
 
-        return StreamingResponse(
+        return EventStream(
             events(),
             media_type=media_type,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

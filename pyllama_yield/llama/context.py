@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -211,6 +212,12 @@ class Context(Owner, ContextState):
     # decode --------------------------------------------------------------------------------
     def decode(self, batch: Batch) -> None:
         """One ``llama_decode`` (GIL released); return codes become exceptions."""
+        self.decode_with(batch, lib.llama_decode)
+
+    def decode_with(self, batch: Batch, decode: Callable[[Any, Any], int]) -> None:
+        """:meth:`decode` through ``decode(ctx_ptr, batch_ptr)``, a C call that decodes as
+        ``llama_decode`` does and returns its code, doing more in the same call (the common
+        shim's decode-and-sample): checked and guarded the same way."""
         ctx = self.ptr
         n = batch.n_tokens
         if n == 0:
@@ -220,7 +227,7 @@ class Context(Owner, ContextState):
         raw = batch.struct
         take_recent_problems()
         with self._decode_lock:
-            code = lib.llama_decode(ctx, raw)
+            code = decode(ctx, raw)
         if code == 0:
             return
         if code == 1:

@@ -19,6 +19,10 @@ class Vocab:
     def __init__(self, model: Owner) -> None:
         self.model = model
         self._ptr = lib.llama_model_get_vocab(model.ptr)
+        self._n_tokens: int = lib.llama_vocab_n_tokens(self._ptr)
+        # token -> its piece, for each value of ``special``: a generating slot asks for one per
+        # token, and a vocabulary's pieces never change
+        self._pieces: tuple[dict[int, bytes], dict[int, bytes]] = ({}, {})
 
     @property
     def ptr(self) -> Any:
@@ -27,7 +31,8 @@ class Vocab:
 
     @property
     def n_tokens(self) -> int:
-        return lib.llama_vocab_n_tokens(self.ptr)
+        self.model.ptr  # raises if the model is closed  # noqa: B018
+        return self._n_tokens
 
     @property
     def bos(self) -> int:
@@ -83,6 +88,13 @@ class Vocab:
         return list(ffi.unpack(buf, n))
 
     def token_to_piece(self, token: int, *, special: bool = False) -> bytes:
+        pieces = self._pieces[special]
+        piece = pieces.get(token)
+        if piece is None:
+            piece = pieces[token] = self._token_to_piece(token, special)
+        return piece
+
+    def _token_to_piece(self, token: int, special: bool) -> bytes:
         self._check_token(token)
         buf = ffi.new("char[]", 64)
         n = lib.llama_token_to_piece(self.ptr, token, buf, 64, 0, special)

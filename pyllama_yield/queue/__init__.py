@@ -13,7 +13,7 @@ Every wait is on a condition variable; nothing polls or sleeps.
 
 from __future__ import annotations
 
-from .responses import BatchResponse, ResponseReader, ServerResponse
+from .responses import BatchResponse, ResponseReader, ServerResponse, Wake, ring
 from .server_queue import ServerQueue
 from .tasks import QueueError, Result, Task, TaskType
 
@@ -26,4 +26,6 @@ __all__ = [
     "ServerResponse",
     "Task",
     "TaskType",
+    "Wake",
+    "ring",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -10,7 +11,24 @@ from dataclasses import dataclass, field
 from .server_queue import ServerQueue
 from .tasks import QueueError, Result, Task, TaskType
 
-__all__ = ["BatchResponse", "ResponseReader", "ServerResponse"]
+__all__ = ["BatchResponse", "ResponseReader", "ServerResponse", "Wake", "ring"]
+
+# What a listening reader gives to be woken: called on the sending thread, it marks its reader
+# ready and returns the write end of a doorbell (a non-blocking pipe) that the sender must ring
+# for the reader's thread to notice, or None when it woke its reader itself.
+Wake = Callable[[], int | None]
+
+_RING = (1).to_bytes(8, "little")  # an eventfd's 1: such a doorbell would take it as well as a pipe
+
+
+def ring(doorbells: Iterable[int]) -> None:
+    """Ring each doorbell once: a write to its pipe, which never blocks (a full pipe has been rung
+    already, and a doorbell closed meanwhile has no reader left to wake)."""
+    for fd in doorbells:
+        try:
+            os.write(fd, _RING)
+        except OSError:
+            pass
 
 
 class ServerResponse:
@@ -23,9 +41,10 @@ class ServerResponse:
         self._results: list[Result] = []
         # id -> wake(): called on the sender's thread when a result for the id comes, when the id
         # is withdrawn, or at terminate. For readers that must not block a thread (an event loop).
-        self._listeners: dict[int, Callable[[], None]] = {}
+        self._listeners: dict[int, Wake] = {}
         self._held: list[Result] | None = None  # sends held back by hold(), on one thread
         self._held_by: int | None = None
+        self._rings: set[int] = set()  # doorbells a deferring flush left to the holder to ring
         self._failure: Result | None = None  # set by fail(): what every task gets from then on
 
     def add_waiting_task_id(self, id_task: int) -> None:
@@ -49,13 +68,13 @@ class ServerResponse:
             self._results = [r for r in self._results if r.id not in ids]
             self._cond.notify_all()  # a reader blocked on these ids must not wait for nothing
             wakes = {self._listeners.pop(i) for i in ids if i in self._listeners}
-        for wake in wakes:
-            wake()
+        ring(_call(wakes))
 
-    def listen(self, ids: Iterable[int], wake: Callable[[], None]) -> None:
-        """Call ``wake()`` whenever a result for one of ``ids`` arrives (on the sending thread, so
+    def listen(self, ids: Iterable[int], wake: Wake) -> None:
+        """Call ``wake()`` whenever results for one of ``ids`` arrive (on the sending thread, so
         it must be quick and must not call back into this queue), and once more when the ids are
-        withdrawn or the queue terminates. Pair it with :meth:`take_all`."""
+        withdrawn or the queue terminates; the doorbell it returns, if any, is rung once per
+        delivery. Pair it with :meth:`take_all`."""
         with self._cond:
             for i in ids:
                 self._listeners[i] = wake
@@ -117,10 +136,11 @@ class ServerResponse:
             return
         self.send_many([result])
 
-    def send_many(self, results: Iterable[Result]) -> None:
+    def send_many(self, results: Iterable[Result], defer_rings: bool = False) -> None:
         """Deliver several results under one lock: each blocked reader is woken once, each
-        listening reader once, however many of its results came."""
-        wakes: dict[int, Callable[[], None]] = {}  # by id(wake): a reader listens with one callback
+        listening reader once, however many of its results came. ``defer_rings``: the doorbells
+        are kept for :meth:`take_rings` instead of rung here."""
+        wakes: dict[int, Wake] = {}  # by id(wake): a reader listens with one callback
         notify = False
         with self._cond:
             for result in results:
@@ -134,8 +154,11 @@ class ServerResponse:
                     wakes[id(wake)] = wake
             if notify:
                 self._cond.notify_all()
-        for wake in wakes.values():  # a listening reader: no blocked thread to wake
-            wake()
+        doorbells = _call(wakes.values())  # listening readers: no blocked thread to wake
+        if defer_rings:
+            self._rings |= doorbells
+        else:
+            ring(doorbells)
 
     def hold(self) -> None:
         """From now on, what this thread sends is held back until :meth:`flush`. The loop thread
@@ -149,9 +172,12 @@ class ServerResponse:
         elif self._held_by != me:
             raise QueueError("ServerResponse.hold(): another thread is holding")
 
-    def flush(self, keep_holding: bool = False) -> None:
+    def flush(self, keep_holding: bool = False, defer_rings: bool = False) -> None:
         """Deliver what :meth:`hold` kept back, all at once (each reader woken once); the thread
-        goes on holding when ``keep_holding``."""
+        goes on holding when ``keep_holding``. With ``defer_rings`` the readers' doorbells are
+        left for the holder to ring (:meth:`take_rings`): the loop thread rings them inside its
+        next decode call, so that no woken reader takes the GIL before the decode starts. Any
+        flush without it rings what an earlier one left."""
         held = self._held
         if held is None:
             return
@@ -162,7 +188,14 @@ class ServerResponse:
         else:
             self._held, self._held_by = None, None
         if held:
-            self.send_many(held)
+            self.send_many(held, defer_rings)
+        if not defer_rings and self._rings:
+            ring(self.take_rings())
+
+    def take_rings(self) -> list[int]:
+        """The doorbells a deferring :meth:`flush` left, now the caller's to ring (holding thread)."""
+        rings, self._rings = list(self._rings), set()
+        return rings
 
     def broadcast(self, result: Result) -> None:
         """A copy of ``result`` to every waiting id."""
@@ -180,8 +213,7 @@ class ServerResponse:
             self._results.extend(_copy_for(i, result) for i in self._waiting)
             self._cond.notify_all()
             wakes = set(self._listeners.values())
-        for wake in wakes:
-            wake()
+        ring(_call(wakes))
 
     def terminate(self) -> None:
         """Wake every waiter with :class:`QueueError`."""
@@ -190,8 +222,17 @@ class ServerResponse:
             self._cond.notify_all()
             wakes = set(self._listeners.values())
             self._listeners.clear()
-        for wake in wakes:
-            wake()
+        ring(_call(wakes))
+
+
+def _call(wakes: Iterable[Wake]) -> set[int]:
+    """Call each wake; the doorbells they ask to have rung."""
+    doorbells = set()
+    for wake in wakes:
+        fd = wake()
+        if fd is not None:
+            doorbells.add(fd)
+    return doorbells
 
 
 def _copy_for(id_task: int, result: Result) -> Result:
@@ -257,7 +298,7 @@ class ResponseReader:
                 continue
             return self._account(result)
 
-    def listen(self, wake: Callable[[], None]) -> None:
+    def listen(self, wake: Wake) -> None:
         """Have ``wake()`` called when a result for this reader comes (or it is stopped, or the
         queue terminates), instead of blocking a thread in :meth:`next`; then :meth:`take_available`."""
         self.responses.listen(self.ids, wake)

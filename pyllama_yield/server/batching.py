@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import logging
 
+from ..common import decode_and_sample
 from ..llama import Batch, DecodeError, LlamaError, NoKvSlotError
 from ..mtmd import Projector
-from ..queue import ServerQueue, Task, TaskType
+from ..queue import ServerQueue, Task, TaskType, ring
 from .checkpoints import CheckpointPolicy
 from .embedding import EmbeddingTask
 from .emitter import SlotEmitter
@@ -26,6 +27,8 @@ from .task import CompletionTask
 __all__ = ["BatchStep"]
 
 log = logging.getLogger("pyllama_yield.server")
+
+PUBLISH_S = 0.005  # while every busy slot generates, /slots and /metrics lag the loop by at most this
 
 
 class BatchStep:
@@ -58,12 +61,16 @@ class BatchStep:
         self._n_ctx_slot, self._context_shift = n_ctx_slot, context_shift
         self._yield_decode, self._add_bos = yield_decode, add_bos
         self._decoding = False  # this step reached its decode (and so delivered what was held)
+        self._to_sample: list[Slot] = []  # the slots the decode call samples: generating, no drafts
+        self._sampled: dict[int, int | LlamaError] = {}  # what it sampled, by slot id
 
     def run(self) -> None:
         if not any(s.busy for s in self._slots):
             self._emitter.flush()  # what the last step (or a task since) held goes out now
             return
         self._clock.start()
+        # a step that may start a slot's generation publishes at its end; others at most so often
+        publish_within_s = 0.0 if any(s.state is SlotState.PROCESSING_PROMPT for s in self._slots) else PUBLISH_S
         # This thread's results are held and go out together (one wake per reader) just before
         # the next decode, while this thread holds no GIL; or at the end of a step without one.
         self._emitter.hold()
@@ -80,17 +87,19 @@ class BatchStep:
         if not busy or not self._decoding:
             self._emitter.flush()
             self._clock.lap("post")
-        self._stats.publish()
+        self._stats.publish(publish_within_s)
         self._clock.lap("publish")
         self._stats.add_loop(self._clock.take())
         if busy:
             # keep the loop turning while slots work; tasks posted meanwhile are handled first
             self._queue.post(Task(TaskType.NEXT_RESPONSE))
 
-    def _deliver_before_decode(self) -> None:
+    def _deliver_before_decode(self, rung_by_decode: bool = False) -> None:
         """The results held since the last decode go out now: the GIL is about to be released for
-        the whole decode, so the readers they wake never make this thread wait for it."""
-        self._emitter.flush(keep_holding=True)
+        the whole decode, so the readers they wake never make this thread wait for it. Readers
+        woken through a doorbell are rung by the decode call itself (``rung_by_decode``), so that
+        their loop cannot take the GIL before the decode has let it go."""
+        self._emitter.flush(keep_holding=True, defer_rings=rung_by_decode)
         self._decoding = True
         self._clock.lap("post")
 
@@ -125,13 +134,14 @@ class BatchStep:
             self._clock.lap("draft")
         chunks = self._fill_batch(generating, lora)
         self._loras.apply(self._kv.ctx, lora)
+        self._to_sample = [s for s in generating if not s.drafts and s.sampler is not None]
         self._clock.lap("fill")
         if not self._decode_batch(chunks, generating):
             return
         for s in self._slots:
             if s.id in chunks:
                 self._prompt_chunk_done(s, chunks[s.id])
-        self._outputs.sample_generating(generating)
+        self._outputs.accept_generating(generating, self._sampled)
         if spec:
             self._clock.lap("other")
             # S2: processing is yielded when speculation is on; a failure raises after the yield
@@ -142,7 +152,7 @@ class BatchStep:
     def _decode_batch(self, chunks: dict[int, int], generating: list[Slot]) -> bool:
         """Decode the filled batch (inside a yield: S1); False when it did not go through and the
         step ends here."""
-        self._deliver_before_decode()
+        self._deliver_before_decode(rung_by_decode=True)
         t0 = now()
         try:
             if self._yield_decode:
@@ -248,8 +258,18 @@ class BatchStep:
                 s.n_prompt_processed += chunk.n_tokens
 
     def _decode(self) -> None:
-        self._kv.ctx.decode(self._batch)
-        self._kv.ctx.synchronize()
+        """The step's one C call: the doorbells rung, the batch decoded (its outputs synchronized),
+        the generating slots without drafts sampled; then the draft model's batch, if any."""
+        ctx, slots = self._kv.ctx, self._to_sample
+        self._sampled = {}
+        samplers = [smp for s in slots if (smp := s.sampler) is not None]
+        rings = self._emitter.take_rings()
+        try:
+            tokens = decode_and_sample(ctx, self._batch, samplers, [s.i_batch for s in slots], ctx.n_threads, rings)
+        except BaseException:
+            ring(rings)  # the call may have failed before ringing them; a second ring costs a wake-up
+            raise
+        self._sampled = {s.id: tok for s, tok in zip(slots, tokens, strict=True)}
         self._kv.drafter.decode_batch()
 
     def _prompt_chunk_done(self, s: Slot, n: int) -> None:

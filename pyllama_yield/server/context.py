@@ -143,6 +143,7 @@ class ServerContext:
             n_ctx_slot=self.n_ctx_slot,
             context_shift=context_shift,
             pooling=self.pooling,
+            eog_tokens=self.eog_tokens,
         )
         self.step = BatchStep(
             self.slots,

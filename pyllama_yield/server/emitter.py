@@ -29,8 +29,12 @@ class SlotEmitter:
         """Results sent from now on wait for :meth:`flush` (one wake per reader per step)."""
         self.responses.hold()
 
-    def flush(self, keep_holding: bool = False) -> None:
-        self.responses.flush(keep_holding=keep_holding)
+    def flush(self, keep_holding: bool = False, defer_rings: bool = False) -> None:
+        self.responses.flush(keep_holding=keep_holding, defer_rings=defer_rings)
+
+    def take_rings(self) -> list[int]:
+        """The doorbells of the readers a deferring flush woke: the decode call rings them."""
+        return self.responses.take_rings()
 
     def error(self, id_task: int, message: str, kind: ErrorKind) -> None:
         """A request that failed (counted in the metrics)."""

@@ -76,6 +76,7 @@ class Stats:
         self._snapshot: dict[str, Any] = {}
         self._frozen: dict[str, Any] | None = None  # while asleep
         self._reset_on_wake = False  # a scrape while asleep reported the buckets
+        self._published_at = 0.0  # perf_counter() of the last publish
         self.t_start = time.time()
 
     def add(self, **counts: float) -> None:
@@ -119,8 +120,15 @@ class Stats:
                 if self._reset_on_wake:
                     self._buckets = _empty_buckets()
 
-    def publish(self) -> None:
-        """Loop thread: a consistent snapshot that the worker can hand out during a decode."""
+    def publish(self, unless_within_s: float = 0.0) -> None:
+        """Loop thread: a consistent snapshot that the worker can hand out during a decode.
+        ``unless_within_s``: skipped when the last one is that recent (a step in which no slot
+        started or ended only moves the token counts: at GPU speed, publishing each would cost
+        more than the tokens it counts)."""
+        t = time.perf_counter()
+        if unless_within_s and t - self._published_at < unless_within_s:
+            return
+        self._published_at = t
         slots = [
             {
                 "id": s.id,

@@ -5,6 +5,7 @@ vectors or score. A slot that ends goes to the emitter, which sends its final re
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..common import sample_and_accept_many
@@ -36,6 +37,7 @@ class DecodeOutputs:
         n_ctx_slot: int,
         context_shift: bool,
         pooling: str,
+        eog_tokens: Iterable[int],
     ) -> None:
         self._kv = kv
         self._vocab = vocab
@@ -45,19 +47,12 @@ class DecodeOutputs:
         self._n_ctx_slot = n_ctx_slot
         self._context_shift = context_shift
         self._pooling = pooling
+        self._eog = frozenset(eog_tokens)  # a set lookup per token, not a C call
 
-    def sample_generating(self, generating: list[Slot]) -> None:
-        """The next token of every generating slot after the decode, in slot order. The slots
-        without drafts are sampled in one call, on the CPU backend's threads (which only wait
-        between decodes); a slot with drafts samples its outputs one by one to verify them."""
-        plain = [s for s in generating if s.busy and not s.drafts]
-        sampled: dict[int, int | LlamaError] = {}
-        if plain:
-            self._clock.lap("other")
-            ctx = self._kv.ctx
-            tokens = sample_and_accept_many([s.sampler for s in plain], ctx, [s.i_batch for s in plain], ctx.n_threads)
-            sampled = {s.id: tok for s, tok in zip(plain, tokens, strict=True)}
-            self._clock.lap("sample")
+    def accept_generating(self, generating: list[Slot], sampled: dict[int, int | LlamaError]) -> None:
+        """The next token of every generating slot after the decode, in slot order: ``sampled``
+        (by slot id) holds those the decode call sampled (the slots without drafts); a slot with
+        drafts samples its outputs one by one to verify them."""
         for s in generating:
             if s.busy:
                 self._verify_and_accept(s, sampled.get(s.id))
@@ -98,7 +93,7 @@ class DecodeOutputs:
             except LlamaError as exc:
                 self._emitter.fail(s, str(exc), ErrorKind.INVALID_REQUEST)
                 return j
-            if s.synth_rng.random() < synth_probs[j] and not self._vocab.is_eog(d):
+            if s.synth_rng.random() < synth_probs[j] and d not in self._eog:
                 s.sampler.accept(d, is_generated=False)
                 self.accept(s, d, None)
                 if not s.busy:
@@ -137,7 +132,7 @@ class DecodeOutputs:
         p = s.completion.params
         s.t_gen_last = now()
         piece = self._vocab.token_to_piece(tok)
-        stop = s.add_token(tok, self._vocab.is_eog(tok), piece, self._n_ctx_slot, self._context_shift)
+        stop = s.add_token(tok, tok in self._eog, piece, self._n_ctx_slot, self._context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
             content = s.text.take_sendable(stop is not StopType.NONE)
             self._clock.lap("stop")

@@ -5,6 +5,7 @@ Nothing here calls llama.cpp: the server context (``context.py``) does, on its l
 
 from __future__ import annotations
 
+import codecs
 import enum
 import time
 from dataclasses import dataclass, field
@@ -178,20 +179,15 @@ class TextStream:
 
     def __init__(self, stop: list[str]) -> None:
         self.stop = stop
-        self._bytes = b""
+        # an incomplete UTF-8 sequence at the end waits in the decoder for its next bytes;
+        # invalid bytes become U+FFFD (each token's bytes decoded once, not the whole text again)
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.text = ""  # all complete text so far
         self.sent = 0  # characters of ``text`` already streamed
         self.stopping_word = ""
 
     def push(self, piece: bytes) -> None:
-        self._bytes += piece
-        try:
-            self.text = self._bytes.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if exc.reason == "unexpected end of data":
-                self.text = self._bytes[: exc.start].decode("utf-8", "replace")
-            else:
-                self.text = self._bytes.decode("utf-8", "replace")
+        self.text += self._decoder.decode(piece)
 
     def find_stop(self) -> int:
         """Index where a stop string starts in the unsent text, or -1."""
