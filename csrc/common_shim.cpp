@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -369,21 +370,42 @@ extern "C" char * pyly_chat_apply(pyly_chat * chat, const char * inputs_json, ch
     });
 }
 
-extern "C" char * pyly_chat_parse(const char * text, int is_partial, const char * params_json, char ** error) {
-    return guarded(error, [&] {
+struct pyly_chat_parser {
+    common_chat_parser_params params;
+};
+
+extern "C" pyly_chat_parser * pyly_chat_parser_init(const char * params_json, char ** error) {
+    if (error != nullptr) {
+        *error = nullptr;
+    }
+    try {
         const auto j = common_json::parse(params_json);
-        common_chat_parser_params pp;
+        auto parser = std::make_unique<pyly_chat_parser>();
+        common_chat_parser_params & pp = parser->params;
         pp.format = static_cast<common_chat_format>(j.value("format", 0));
         pp.reasoning_format = common_reasoning_format_from_name(j.value("reasoning_format", std::string("none")));
         pp.reasoning_in_content = j.value("reasoning_in_content", false);
         pp.generation_prompt = j.value("generation_prompt", std::string());
         pp.parse_tool_calls = j.value("parse_tool_calls", true);
         pp.is_continuation = j.value("is_continuation", false);
-        const std::string parser = j.value("parser", std::string());
-        if (!parser.empty()) {
-            pp.parser.load(parser);
+        const std::string peg = j.value("parser", std::string());
+        if (!peg.empty()) {
+            pp.parser.load(peg);
         }
-        const common_chat_msg msg = common_chat_parse(text, is_partial != 0, pp);
+        return parser.release();
+    } catch (const std::exception & e) {
+        set_error(error, e.what());
+    }
+    return nullptr;
+}
+
+extern "C" void pyly_chat_parser_free(pyly_chat_parser * parser) {
+    delete parser;
+}
+
+extern "C" char * pyly_chat_parser_parse(pyly_chat_parser * parser, const char * text, int is_partial, char ** error) {
+    return guarded(error, [&] {
+        const common_chat_msg msg = common_chat_parse(text, is_partial != 0, parser->params);
         common_json calls = common_json::array();
         for (const auto & c : msg.tool_calls) {
             common_json cj = common_json::object();

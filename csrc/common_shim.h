@@ -69,10 +69,16 @@ PYLY_API char * pyly_chat_info(pyly_chat * chat, char ** error);
  * returns common_chat_params as JSON: prompt, format, grammar, grammar_lazy, grammar_triggers,
  * preserved_tokens, additional_stops, parser, generation_prompt, thinking tags. */
 PYLY_API char * pyly_chat_apply(pyly_chat * chat, const char * inputs_json, char ** error);
-/* params: {"format", "reasoning_format", "reasoning_in_content", "generation_prompt",
- * "parse_tool_calls", "is_continuation", "parser"}; returns {"role", "content",
- * "reasoning_content", "tool_calls": [{"name", "arguments", "id"}]}. */
-PYLY_API char * pyly_chat_parse(const char * text, int is_partial, const char * params_json, char ** error);
+/* A chat answer's parser (common_chat_parse with its parameters read, and its PEG parser loaded,
+ * once per answer, as llama-server keeps them per task): params {"format", "reasoning_format",
+ * "reasoning_in_content", "generation_prompt", "parse_tool_calls", "is_continuation", "parser"}.
+ * pyly_chat_parser_parse returns {"role", "content", "reasoning_content", "tool_calls": [{"name",
+ * "arguments", "id"}]} for the whole text so far (`is_partial` while it still grows). */
+typedef struct pyly_chat_parser pyly_chat_parser;
+
+PYLY_API pyly_chat_parser * pyly_chat_parser_init(const char * params_json, char ** error);
+PYLY_API void pyly_chat_parser_free(pyly_chat_parser * parser);
+PYLY_API char * pyly_chat_parser_parse(pyly_chat_parser * parser, const char * text, int is_partial, char ** error);
 
 PYLY_API void pyly_free(void * ptr);
 

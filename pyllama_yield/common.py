@@ -23,11 +23,11 @@ from .llama.owner import Owner
 E = TypeVar("E", bound=Exception)
 
 __all__ = [
+    "ChatParser",
     "ChatTemplates",
     "CommonSampler",
     "decode_and_sample",
     "json_schema_to_grammar",
-    "parse_chat_output",
     "sample_and_accept_many",
 ]
 
@@ -220,9 +220,24 @@ class ChatTemplates(Owner):
         )
 
 
-def parse_chat_output(text: str, is_partial: bool, params: dict[str, Any]) -> dict[str, Any]:
-    """The model's text as a message: ``content``, ``reasoning_content``, ``tool_calls``
-    (``params``: ``format``, ``parser``, ``reasoning_format``, ``generation_prompt``, ...)."""
-    return _json_call(
-        lib.pyly_chat_parse, text.encode(), int(is_partial), json.dumps(params).encode(), what="cannot parse the output"
-    )
+class ChatParser(Owner):
+    """Reads a chat answer's text back as a message (``common_chat_parse``) with the parameters its
+    rendering gave (``format``, ``parser``, ``reasoning_format``, ``generation_prompt``, ...),
+    read and loaded once: a streamed answer parses its whole text after every token, as
+    llama-server does, and loading the output parser each time would cost more than the parse."""
+
+    _what = "chat parser"
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        error = ffi.new("char **")
+        ptr = lib.pyly_chat_parser_init(json.dumps(params).encode(), error)
+        if ptr == ffi.NULL:
+            _raise_from(error, "invalid chat output parser", ValueError)
+        super().__init__(ptr, lib.pyly_chat_parser_free)
+
+    def parse(self, text: str, is_partial: bool) -> dict[str, Any]:
+        """``content``, ``reasoning_content``, ``tool_calls`` of the text so far (ValueError
+        when it cannot be read: a partial text may only become readable later)."""
+        return _json_call(
+            lib.pyly_chat_parser_parse, self.ptr, text.encode(), int(is_partial), what="cannot parse the output"
+        )

@@ -4,7 +4,7 @@ Rendering (``oaicompat_chat_params_parse``'s template part) gives the prompt plu
 it: a grammar for tool calls (often lazy, with trigger words), tokens to keep whole, extra stop
 strings, and the output parser. Reading back (``common_chat_parse``) splits the model's text
 into ``content``, ``reasoning_content`` and ``tool_calls``, also while it streams (partial).
-Both are llama.cpp's own code (``common.ChatTemplates``, ``common.parse_chat_output``).
+Both are llama.cpp's own code (``common.ChatTemplates``, ``common.ChatParser``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import secrets
 import string
 from typing import Any
 
-from ..common import ChatTemplates, parse_chat_output
+from ..common import ChatParser, ChatTemplates
 from ..llama import Model
 from .sampling import schema_or_any_object
 
@@ -131,6 +131,7 @@ class ChatState:
 
     def __init__(self, parse: dict[str, Any]) -> None:
         self.parse = parse
+        self._parser: ChatParser | None = None  # made at the first text: an answer may have none
         self.text = ""
         self.msg: dict[str, Any] = {"role": "assistant", "content": "", "reasoning_content": "", "tool_calls": []}
         self._ids: list[str] = []
@@ -139,7 +140,9 @@ class ChatState:
         """Add generated text; return the message's changes (OpenAI delta pieces)."""
         self.text += more
         try:
-            new = parse_chat_output(self.text, is_partial, self.parse)
+            if self._parser is None:
+                self._parser = ChatParser(self.parse)
+            new = self._parser.parse(self.text, is_partial)
         except ValueError:
             if is_partial:
                 return []  # not parseable yet: wait for more
