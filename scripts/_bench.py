@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +13,12 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
+
+
+def git_commit(tree: Path) -> str:
+    """The checkout's commit as ``git describe --always --dirty`` names it (a result says what it measured)."""
+    cmd = ["git", "-C", str(tree), "describe", "--always", "--dirty"]
+    return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
 
 
 def summarize_us(samples_ns: list[int]) -> dict[str, float]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _bench import bench_model, print_table, write_json  # noqa: E402
+from _bench import bench_model, git_commit, print_table, write_json  # noqa: E402
 
 import pyllama_yield  # noqa: E402
 from pyllama_yield.llama import Batch, Context, Model, Sampler  # noqa: E402
@@ -183,11 +183,10 @@ def main() -> None:
             f"python_vs_llama_bench: tg {extra['python_vs_llama_bench_tokens_per_s_ratio']:.3f}, "
             f"pp {extra['python_vs_llama_bench_prompt_tokens_per_s_ratio']:.3f}"
         )
-    commit = subprocess.run(["git", "-C", str(HERE.parent), "describe", "--always", "--dirty"], capture_output=True)
     write_json(
         "bench_decode",
         {
-            "commit": commit.stdout.decode().strip(),
+            "commit": git_commit(HERE.parent),
             "config": vars(args) | {"out": None, "llama_bench": str(args.llama_bench) if args.llama_bench else None},
             "rows": rows,
             "devices": [

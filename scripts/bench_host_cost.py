@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +37,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from _bench import bench_model, print_table, run_clients, write_json  # noqa: E402
+from _bench import bench_model, git_commit, print_table, run_clients, write_json  # noqa: E402
 from bench_serving import fresh_server, stop_server  # noqa: E402
 
 # name -> make_tiny_model's shape: decode steps of ~0.6 ms and ~2.3 ms on one core here
@@ -198,16 +197,10 @@ def main() -> int:
     meds = medians(rows)
     print_table(meds, ["model", "endpoint", "stream", "clients", "server", *KEYS])
 
-    def commit(tree: Path) -> str:
-        out = subprocess.run(
-            ["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True, text=True
-        )
-        return out.stdout.strip()
-
     flags_used = {k: str(v) for k, v in vars(a).items() if k != "out"}
-    result: dict[str, Any] = {"commit": commit(a.ours_tree), "flags": flags_used, "rows": rows}
+    result: dict[str, Any] = {"commit": git_commit(a.ours_tree), "flags": flags_used, "rows": rows}
     if a.before_tree:
-        result["before_commit"] = commit(a.before_tree)
+        result["before_commit"] = git_commit(a.before_tree)
     write_json("bench_host_cost", result, a.out)
     return 0
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from _bench import bench_model, write_json  # noqa: E402
+from _bench import bench_model, git_commit, write_json  # noqa: E402
 from bench_host_cost import MODELS  # noqa: E402
 from bench_serving import fresh_server, stop_server  # noqa: E402
 
@@ -132,14 +131,10 @@ def main() -> int:
                 finally:
                     stop_server(proc)
 
-    def commit(tree: Path) -> str:
-        cmd = ["git", "-C", str(tree), "describe", "--always", "--dirty"]
-        return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
-
-    result: dict[str, Any] = {"commit": commit(REPO), "model": a.model, "cpus": os.cpu_count(), "rows": rows}
+    result: dict[str, Any] = {"commit": git_commit(REPO), "model": a.model, "cpus": os.cpu_count(), "rows": rows}
     result["flags"] = {k: str(v) for k, v in vars(a).items() if k != "out"}
     if a.before_tree:
-        result["before_commit"] = commit(a.before_tree)
+        result["before_commit"] = git_commit(a.before_tree)
     write_json("profile_host_cost", result, a.out)
     return 0
 
