@@ -92,3 +92,22 @@ def test_a_cancel_from_elsewhere_still_cancels():
             await asyncio.wait_for(task, 10)
 
     asyncio.run(main())
+
+
+def test_tokens_that_came_together_render_as_one_step():
+    """A reader that fell behind gets one step per run of a task's tokens: text joined, tokens and
+    probabilities in order; other tasks' results and the final one stay apart."""
+    from pyllama_yield.queue import Result
+    from pyllama_yield.server.results import TokenStep, coalesce_steps
+
+    def step(task: int, text: str, token: int, probs: bool = False) -> Result:
+        p = TokenStep(0, text, [token], 0, token, 3, 0, probs=[{"id": token}] if probs else None)
+        return Result(task, p, is_final=False)
+
+    final = Result(1, "the end")
+    got = coalesce_steps([step(1, "a", 10), step(1, "b", 11, probs=True), step(2, "x", 20), step(1, "c", 12), final])
+    assert [r.id for r in got] == [1, 2, 1, 1]
+    first = got[0].payload
+    assert isinstance(first, TokenStep)
+    assert (first.content, first.tokens, first.tokens_predicted, first.probs) == ("ab", [10, 11], 11, [{"id": 11}])
+    assert got[-1] is final and got[2].payload.content == "c"

@@ -26,7 +26,7 @@ from ..queue import ResponseReader, Result, TaskType
 from ..server import CompletionParams, CompletionTask, ContextOverflowError, Engine
 from ..server.async_reader import AsyncReader, Doorbell
 from ..server.chat_request import UnsupportedMediaError
-from ..server.results import Indexed, expect
+from ..server.results import Indexed, coalesce_steps, expect
 from .errors import ApiError, error_json, result_error
 from .event_stream import EventStream
 
@@ -205,13 +205,15 @@ class Bridge:
         frame: Callable[[Any], str] = sse,
         error_frame: Callable[[ApiError], str] = lambda exc: sse({"error": error_json(exc)}),
         media_type: str = "text/event-stream",
+        coalesce: bool = False,
     ) -> StreamingResponse:
         """Server-sent events (or, with another ``frame``/``media_type``, another framing such as
         Ollama's NDJSON); ``render`` turns a result into items, ``done`` ends the stream (OpenAI's
         ``[DONE]``; llama-server's native stream has none), ``error_frame`` writes a failure.
 
         The first result is awaited before the response starts, so a rejected request is a plain
-        HTTP error, not an event stream."""
+        HTTP error, not an event stream. ``coalesce``: tokens of a task that came together are
+        rendered as one (``coalesce_steps``), for renders that cost more than a token's worth."""
         expired = self._deadline()
         reader = self.submit(tasks)
         first = await reader.next_batch(expired)
@@ -226,7 +228,7 @@ class Bridge:
             try:
                 while True:
                     out: list[str] = []
-                    for res in batch:
+                    for res in coalesce_steps(batch) if coalesce else batch:
                         if res.is_error:
                             yield "".join(out) + error_frame(result_error(res))
                             return

@@ -21,6 +21,7 @@ from .openai import TextAnswer, answer, logprobs, usage
 class ChatAnswer(TextAnswer):
     object = "chat.completion"
     id_prefix = "chatcmpl-"
+    parses_text = True
 
     def __init__(self, state: AppState, include_usage: bool, verbose: bool, parse: dict[str, Any]) -> None:
         super().__init__(state, include_usage, verbose)
@@ -98,7 +99,7 @@ async def answer_with_events(
 ) -> Response:
     """One answer as named SSE events when streamed (Anthropic, OpenAI Responses), else whole."""
     if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, events, done=None, frame=named_event_sse)
+        return await state.bridge.stream(tasks, events, done=None, frame=named_event_sse, coalesce=True)
     finals = await state.bridge.run_to_end(request, tasks, CompletionFinal)
     return JSONResponse(whole(finals[0]))
 

@@ -128,7 +128,13 @@ def _tool_calls(state: ChatState) -> list[dict[str, Any]]:
 async def _respond(request: Request, state: AppState, tasks: list[Any], answer: Answer, stream: bool) -> Response:
     if stream:
         return await state.bridge.stream(
-            tasks, answer.chunks, done=None, frame=_ndjson, error_frame=_ndjson_error, media_type=NDJSON
+            tasks,
+            answer.chunks,
+            done=None,
+            frame=_ndjson,
+            error_frame=_ndjson_error,
+            media_type=NDJSON,
+            coalesce=answer.state is not None,  # a chat's answer parses its text: see coalesce_steps
         )
     finals = await state.bridge.run_to_end(request, tasks, CompletionFinal)
     return JSONResponse(answer.whole(finals[0]))

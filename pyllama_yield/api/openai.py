@@ -100,6 +100,7 @@ class TextAnswer:
 
     object = "text_completion"
     id_prefix = "cmpl-"
+    parses_text = False  # a chat answer parses its whole text for each render: its tokens coalesce
 
     def __init__(self, state: AppState, include_usage: bool, verbose: bool = False) -> None:
         self.include_usage = include_usage
@@ -151,7 +152,7 @@ class TextAnswer:
 
 async def answer(request: Request, state: AppState, tasks: list[CompletionTask], shape: TextAnswer) -> Response:
     if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, shape.chunks, done="[DONE]")
+        return await state.bridge.stream(tasks, shape.chunks, done="[DONE]", coalesce=shape.parses_text)
     return JSONResponse(shape.whole(await state.bridge.run_to_end(request, tasks, CompletionFinal)))
 
 

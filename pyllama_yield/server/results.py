@@ -9,7 +9,7 @@ JSON; the OpenAI and Anthropic routes read the fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..queue import Result
@@ -75,6 +75,11 @@ class TokenStep:
     probs: list[dict[str, Any]] | None = None  # this token's ``completion_probabilities``
 
     stop = False
+
+    def followed_by(self, later: TokenStep) -> TokenStep:
+        """This step and the next of the same task as one."""
+        probs = None if self.probs is None and later.probs is None else [*(self.probs or []), *(later.probs or [])]
+        return replace(later, content=self.content + later.content, tokens=self.tokens + later.tokens, probs=probs)
 
     def native(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -265,6 +270,21 @@ def expect(result: Result, kind: type[P]) -> P:
     if not isinstance(result.payload, kind):
         raise TypeError(f"task {result.id} sent {type(result.payload).__name__}, not {kind.__name__}")
     return result.payload
+
+
+def coalesce_steps(results: list[Result]) -> list[Result]:
+    """Tokens of one task that came together, as one step each run of them (their text joined,
+    their tokens and probabilities in order, the latest counts): a reader that fell behind the
+    generation catches up in one render, not one per token. A chat answer's render parses the
+    whole text so far, so one per token would fall further behind as the answer grows."""
+    out: list[Result] = []
+    for r in results:
+        prev = out[-1].payload if out and out[-1].id == r.id and not out[-1].is_final else None
+        if isinstance(prev, TokenStep) and isinstance(r.payload, TokenStep) and not r.is_final and not r.is_error:
+            out[-1] = Result(r.id, prev.followed_by(r.payload), is_final=False)
+        else:
+            out.append(r)
+    return out
 
 
 def completion_step(result: Result) -> CompletionResult:
