@@ -73,6 +73,14 @@ def set_settings(page: Any, **values: Any) -> None:
     for name, value in values.items():
         page.fill(f"#settings [name={name}]", str(value))
     page.click("#save-settings")
+    # the page stores them on the dialog's close event, a task of its own: a message sent before it
+    # ran (a busy machine) would go with the old settings, say without max_tokens
+    stored = {name: str(value) for name, value in values.items()}
+    page.wait_for_function(
+        "want => { const s = JSON.parse(localStorage.getItem('pyllama.settings') || '{}');"
+        " return Object.entries(want).every(([k, v]) => String(s[k]) === v); }",
+        arg=stored,
+    )
 
 
 def send(page: Any, text: str) -> None:
