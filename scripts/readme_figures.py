@@ -224,9 +224,15 @@ def bench_host_cost(result: dict[str, Any]) -> str:
         f"Models made by `make_tiny_model` that decode at GPU speed on one core here (2×64: ≈0.6 ms a "
         f"token; 4×256: ≈2.3 ms); fresh servers `-t {flags['threads']} -np N -c N×1024`, N clients asking "
         f"for {flags['n_predict']} greedy tokens each (EOS ignored), the servers taking turns, median of "
-        f"{flags['repeat']} rounds ({_source(result, 'bench_host_cost')}). Ratios are ours ÷ llama-server "
+        f"{flags['repeat']} rounds (`benchmarks/bench_host_cost.json`, commit `{result.get('commit', '?')}`). "
+        f"Ratios are ours ÷ llama-server "
         f"(tokens/s: higher is better; times: lower is better); *cold* is a fresh server's first request"
-        + (f"; *before* is ours at `{before}` ÷ llama-server, in the same run." if before else "."),
+        + (
+            f"; *before* is ours at `{before}` ÷ llama-server, in the same run (– where it answered nothing: "
+            "that commit's chat routes call a function of the common shim this build no longer has)."
+            if before
+            else "."
+        ),
         "",
         "| model | endpoint | streamed | clients | tokens/s | TTFT p50 | ITL p50 | ITL p99 | answer p50 | cold |"
         + (" tokens/s before | TTFT before |" if before else ""),
@@ -249,6 +255,9 @@ def _host_cost_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         groups.setdefault(tuple(row[k] for k in by), []).append(row)
     for key, rs in groups.items():
+        if not any(r["tokens"] for r in rs):  # the server answered nothing: no figure, the rows stay
+            medians[key] = {}
+            continue
         medians[key] = {k: statistics.median(r[k] for r in rs) for k in present if rs[0].get(k) is not None}
     def over(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, float | None]:
         return {k: _ratio(mine[k], theirs[k]) for k in mine if k in theirs}
