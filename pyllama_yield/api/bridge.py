@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import sys
 import threading
 import time
@@ -99,7 +98,7 @@ class Bridge:
         """``reader`` read on the running loop: through the doorbell when this is its loop (the
         server's one loop); another loop (a test client's) is woken without it."""
         loop = asyncio.get_running_loop()
-        if self._doorbell is None and hasattr(os, "set_blocking") and sys.platform != "win32":
+        if self._doorbell is None and sys.platform != "win32":  # add_reader on a pipe: Unix loops
             self._doorbell = Doorbell(loop)
         doorbell = self._doorbell if self._doorbell is not None and self._doorbell.loop is loop else None
         return AsyncReader(reader, self.poll_interval_s, on_stop, doorbell)

@@ -18,7 +18,7 @@ class Doorbell:
     the loop, watching the pipe's reading end, sets their events.
 
     What it saves over ``call_soon_threadsafe`` is not the write: the write can be made by C code
-    that holds no GIL (the loop thread rings inside its decode call, ``Context.decode(rings=)``),
+    that holds no GIL (the loop thread rings inside its decode call, ``common.decode_and_sample``),
     so that the woken loop runs its Python while the model computes, not between the wake and the
     decode. Unix only (a pipe watched by ``add_reader``); close it after the senders stopped."""
 
