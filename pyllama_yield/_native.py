@@ -8,7 +8,8 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ class _LogState(threading.local):
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.level = logging.INFO
+        self.capture: list[str] | None = None  # see captured_log_lines()
 
 
 _log_state = _LogState()
@@ -64,7 +66,7 @@ def _pyllama_log_callback(level: int, text, _user_data) -> None:  # noqa: ANN001
     state = _log_state
     if level != lib.GGML_LOG_LEVEL_CONT:
         state.level = _LEVELS.get(level, logging.INFO)
-    if state.level < logging.WARNING and not logger.isEnabledFor(state.level):
+    if state.level < logging.WARNING and state.capture is None and not logger.isEnabledFor(state.level):
         return
     piece = ffi.string(text).decode("utf-8", "replace")
     state.parts.append(piece)
@@ -72,11 +74,26 @@ def _pyllama_log_callback(level: int, text, _user_data) -> None:  # noqa: ANN001
         return
     line = "".join(state.parts).rstrip("\n")
     state.parts.clear()
+    if state.capture is not None:
+        state.capture.append(line)
     if state.level >= logging.WARNING:
         with _recent_lock:
             _recent_problems.append(line)
             del _recent_problems[:-20]
     logger.log(state.level, "%s", line)
+
+
+@contextmanager
+def captured_log_lines() -> Iterator[list[str]]:
+    """Every line llama.cpp logs on this thread inside the block, whatever its level and whether or
+    not the logger emits it (a model's load reports where each layer went at debug level)."""
+    state = _log_state
+    lines: list[str] = []
+    outer, state.capture = state.capture, lines
+    try:
+        yield lines
+    finally:
+        state.capture = outer
 
 
 def take_recent_problems() -> list[str]:

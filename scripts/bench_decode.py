@@ -134,6 +134,7 @@ def main() -> None:
         )
         exe = build_native(tmpdir)
         model = Model(path, n_gpu_layers=args.n_gpu_layers)
+        layer_devices = model.layer_devices  # where llama.cpp put each layer (the output layer last)
         text = "The quick brown fox jumps over the lazy dog. " * 200
         prompt = model.vocab.tokenize(text)[: args.n_prompt]
         rows: dict[str, list[dict]] = {"c": [], "python": []}
@@ -192,6 +193,7 @@ def main() -> None:
             "devices": [
                 {"backend": b.name, "devices": [d.description for d in b.devices]} for b in pyllama_yield.backends()
             ],
+            "layer_devices": list(layer_devices),
             **extra,
             "prompt_tokens": len(prompt),
             "results": summary,

@@ -16,11 +16,17 @@
 #                                  the wheel, writes $OUT/info.json (the CUDA device must be listed),
 #                                  runs the tests with every layer offloaded, then bench_decode with
 #                                  layers offloaded beside the same loop in C and llama-bench, and
-#                                  writes $OUT/gpu_check.json. Exits non-zero when CUDA is not used.
+#                                  writes $OUT/gpu_check.json; then the same model on the CPU
+#                                  ($OUT/cpu_check.json). Exits non-zero when CUDA is not used, when
+#                                  a model the tests or the benchmark load keeps a layer on the CPU
+#                                  (tests/conftest.py, scripts/gpu_check_verdict.py), or when the
+#                                  GPU decodes no faster than the CPU.
+# GPU_CHECK_NGL (default 99) is the layers asked for: GPU_CHECK_NGL=0 must fail the check on a GPU.
 # Commit the result as benchmarks/gpu_check.json (with the machine it ran on).
 # A dry run on a machine without a GPU: GPU_PYTHON=3.11 (this machine's Python) for prepare, and
-# GPU_CHECK_DRY_RUN=1 for run, which then goes on past "CUDA is not used" on the CPU (and
-# GPU_CHECK_SIZES="--n-embd 256 --n-layer 4 --rounds 2" keeps its benchmark small there).
+# GPU_CHECK_DRY_RUN=1 for run, which then goes on past "CUDA is not used" on the CPU and reports
+# (without failing) what would fail on a GPU; GPU_CHECK_MODEL="--n-embd 256 --n-layer 4" and
+# GPU_CHECK_GPU_RUN="--rounds 2" keep its benchmark small there.
 set -euo pipefail
 
 prepare() {
@@ -75,10 +81,13 @@ if not cuda:
 else:
     print("CUDA devices:", [d["description"] for d in cuda[0]["devices"]])
 PY
-    # the suite's C-backed tests whose imports the image has, every model offloaded
-    PYLLAMA_TEST_GPU_LAYERS=99 python3 -m pytest -p no:cacheprovider -q -o addopts="" -m "not realmodel and not fuzz" \
+    # the suite's C-backed tests whose imports the image has, every model offloaded: a model that
+    # keeps a layer on the CPU fails its test (tests/conftest.py); the verdict comes at the end
+    local ngl=${GPU_CHECK_NGL:-99} tests_exit=0
+    PYLLAMA_TEST_GPU_LAYERS=$ngl python3 -m pytest -p no:cacheprovider -q -o addopts="" -m "not realmodel and not fuzz" \
         tests/test_backend_loader.py tests/test_llama.py tests/test_engine.py tests/test_binding.py \
-        tests/test_embeddings.py tests/test_checkpoints.py 2>&1 | tee "$out/pytest.log"
+        tests/test_embeddings.py tests/test_checkpoints.py > "$out/pytest.log" 2>&1 || tests_exit=$?
+    tail -n 30 "$out/pytest.log"
     # llama-bench finds the backend modules in its working directory: the installed package's
     local pkg
     pkg=$(python3 -c 'import pyllama_yield._native as n; print(n.PACKAGE_DIR)')
@@ -88,10 +97,18 @@ cd "$pkg" && exec "$PWD/$stage/llama-bench/llama-bench" "\$@"
 EOF
     chmod +x "$out/llama-bench"
     # a ~1.1B-parameter f16 model of random weights (made there): big enough for the GPU to matter
-    local sizes=${GPU_CHECK_SIZES:---n-embd 2048 --n-layer 16 --n-head 16 --dtype f16 --n-prompt 512 --n-gen 128 --rounds 5}
+    local model=${GPU_CHECK_MODEL:---n-embd 2048 --n-layer 16 --n-head 16 --dtype f16}
+    local gpu_run=${GPU_CHECK_GPU_RUN:---n-prompt 512 --n-gen 128 --rounds 5}
+    # the same model with every layer on the CPU, on all its cores: a short prompt and few tokens,
+    # so that it takes seconds; the offloaded decode must be the faster one
+    local cpu_run=${GPU_CHECK_CPU_RUN:---n-prompt 32 --n-gen 16 --rounds 1}
     # shellcheck disable=SC2086 # the sizes are words
-    python3 scripts/bench_decode.py --n-gpu-layers 99 $sizes --threads 4 --llama-bench "$out/llama-bench" \
+    python3 scripts/bench_decode.py --n-gpu-layers "$ngl" $model $gpu_run --threads 4 --llama-bench "$out/llama-bench" \
         --out "$out/gpu_check.json"
+    # shellcheck disable=SC2086
+    python3 scripts/bench_decode.py --n-gpu-layers 0 $model $cpu_run --threads "$(nproc)" --out "$out/cpu_check.json"
+    python3 scripts/gpu_check_verdict.py "$out/gpu_check.json" "$out/cpu_check.json" --tests-exit "$tests_exit" \
+        | tee "$out/verdict.txt"
 }
 
 cd "$(dirname "$0")/.."

@@ -11,6 +11,37 @@ REPO = Path(__file__).resolve().parents[1]
 LLAMA_DIR = REPO / "vendor" / "llama.cpp"
 
 
+# The GPU tier (scripts/gpu_check.sh): every model the tests load is asked for this many layers on
+# the GPU, and one that keeps a layer on the CPU fails the test that loaded it.
+GPU_LAYERS = os.environ.get("PYLLAMA_TEST_GPU_LAYERS")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _gpu_tier_offloads_every_layer():
+    if GPU_LAYERS is None:
+        yield
+        return
+    from pyllama_yield.llama import Model
+
+    load = Model.__init__
+
+    def load_offloaded(self, *args, **kwargs) -> None:  # noqa: ANN001
+        load(self, *args, **kwargs)
+        on_cpu = [i for i, dev in enumerate(self.layer_devices) if dev == "CPU"]
+        if on_cpu:
+            self.close()
+            pytest.fail(
+                f"GPU tier (PYLLAMA_TEST_GPU_LAYERS={GPU_LAYERS}): {self.path.name} kept layers {on_cpu} of "
+                f"{len(self.layer_devices)} on the CPU (llama.cpp's report: {self.layer_devices})"
+            )
+
+    Model.__init__ = load_offloaded  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Model.__init__ = load  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from pyllama_yield.testing import make_tiny_model
@@ -22,7 +53,7 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_model(tiny_model_path: Path):
     from pyllama_yield.llama import Model
 
-    with Model(tiny_model_path, n_gpu_layers=int(os.environ.get("PYLLAMA_TEST_GPU_LAYERS", "0"))) as model:
+    with Model(tiny_model_path, n_gpu_layers=int(GPU_LAYERS or "-1")) as model:
         yield model
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -62,6 +63,29 @@ def test_model_facts(tiny_model):
     assert tiny_model.n_vocab == 32000 and tiny_model.n_embd == 64 and tiny_model.n_layer == 2
     assert tiny_model.n_ctx_train == 2048
     assert tiny_model.metadata()["general.architecture"] == "llama"
+
+
+def test_layer_devices_read_where_llama_cpp_put_each_layer(tiny_model, tiny_model_path: Path):
+    # every repeating layer and the output layer; here (no GPU) all of them on the CPU, while the
+    # GPU tier's conftest fails any model that keeps one there
+    assert len(tiny_model.layer_devices) == tiny_model.n_layer + 1
+    if "PYLLAMA_TEST_GPU_LAYERS" not in os.environ:
+        assert set(tiny_model.layer_devices) == {"CPU"}
+    with Model(tiny_model_path, vocab_only=True) as vocab_only:
+        assert vocab_only.layer_devices == ()
+
+
+def test_gpu_tier_fails_a_model_that_keeps_layers_on_the_cpu(tiny_model_path: Path):
+    """The GPU check cannot pass with the model on the CPU: its tier asked for no layer on the GPU
+    (as a CPU-only run ends up) fails here, on any machine."""
+    env = {**os.environ, "PYLLAMA_TEST_GPU_LAYERS": "0"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
+         f"{__file__}::test_model_facts"],
+        capture_output=True, text=True, env=env, cwd=Path(__file__).parent, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "kept layers [0, 1, 2] of 3 on the CPU" in run.stdout, run.stdout[-2000:]
 
 
 def test_tokenize_roundtrip(tiny_model):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._native import ffi, lib, take_recent_problems
+from .._native import captured_log_lines, ffi, lib, take_recent_problems
 from ..devices import gpu_unavailable_reason
 from .errors import ModelLoadError, with_cause
 from .owner import Owner, read_string
@@ -59,6 +60,15 @@ def _warn_without_gpu(n_gpu_layers: int) -> None:
         )
 
 
+_LAYER_DEVICE = re.compile(r"layer\s+(\d+) assigned to device (\S+?),")
+
+
+def _layer_devices(log: list[str]) -> tuple[str, ...]:
+    """The device of each layer from llama.cpp's load report ("layer 3 assigned to device CUDA0")."""
+    found = {int(m[1]): m[2] for line in log if (m := _LAYER_DEVICE.search(line))}
+    return tuple(found[i] for i in sorted(found))
+
+
 class Model(Owner):
     """A loaded GGUF model (``llama_model``)."""
 
@@ -68,7 +78,7 @@ class Model(Owner):
         self,
         path: str | os.PathLike[str],
         *,
-        n_gpu_layers: int = 0,
+        n_gpu_layers: int = -1,
         use_mmap: bool = True,
         use_mlock: bool = False,
         vocab_only: bool = False,
@@ -77,7 +87,9 @@ class Model(Owner):
         progress: Callable[[float], object] | None = None,
     ) -> None:
         """``tensor_split``: the share of the model each device takes, in device order (llama.cpp's
-        ``--tensor-split``; empty: by each device's free memory)."""
+        ``--tensor-split``; empty: by each device's free memory). ``n_gpu_layers``: how many layers
+        go to the GPUs (and RPC servers), counting the output layer; negative (llama.cpp's default)
+        means all of them; without such a device every layer stays on the CPU whatever it says."""
         self.path = Path(path)
         check_gguf_file(self.path)
         params = lib.llama_model_default_params()
@@ -115,11 +127,15 @@ class Model(Owner):
         if n_gpu_layers > 0 and devices is None:  # negative: "all the backends take", serve's default
             _warn_without_gpu(n_gpu_layers)
         take_recent_problems()
-        ptr = lib.llama_model_load_from_file(os.fsencode(self.path), params)
+        with captured_log_lines() as log:
+            ptr = lib.llama_model_load_from_file(os.fsencode(self.path), params)
         if ptr == ffi.NULL:
             raise ModelLoadError(with_cause(f"llama.cpp could not load {self.path}"))
         super().__init__(ptr, lib.llama_model_free)
         self.vocab = Vocab(self)
+        # Where llama.cpp put each repeating layer and, last, the output layer (the input layer,
+        # the token embeddings, always stays on the CPU); empty when no tensors were loaded.
+        self.layer_devices: tuple[str, ...] = _layer_devices(log)
 
     @property
     def n_ctx_train(self) -> int:

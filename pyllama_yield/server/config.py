@@ -31,7 +31,7 @@ class ModelConfig:
     """How the model file is loaded."""
 
     path: str
-    n_gpu_layers: int = 0
+    n_gpu_layers: int = -1  # llama.cpp's default: every layer a GPU (or RPC server) takes
     use_mmap: bool = True
     use_mlock: bool = False
     name: str | None = None  # what the API calls it; the file name otherwise
