@@ -12,17 +12,20 @@ tests' stand-in), ``HF_TOKEN`` or ``token`` authenticates.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import os
 import re
 import shutil
+import socket
 import sys
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "DownloadCancelled", "HubError", "HubModel", "Plan", "Progress", "default_cache_dir", "download",
+    "DownloadCancelled", "HubError", "HubModel", "HubUnreachable", "Plan", "Progress", "default_cache_dir", "download",
     "download_matching", "file_tag", "plan", "remote_preset", "remove_cached",
 ]  # fmt: skip
 
@@ -33,6 +36,11 @@ _TAG = re.compile(r"[-.]([A-Za-z0-9_]+)$")
 
 class HubError(ValueError):
     """A model that cannot be had: no such repo or file, not in the cache offline, no network."""
+
+
+class HubUnreachable(HubError):
+    """The Hub cannot be reached (no network, no name resolution, a proxy refusing): the model may
+    well exist; ``--offline`` serves one already in the cache."""
 
 
 class DownloadCancelled(HubError):
@@ -87,6 +95,41 @@ def _offline(asked: bool) -> bool:
     return offline
 
 
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """The errors of a request that never got an answer, from whichever httpx huggingface_hub
+    uses (httpx2 from its 2.x on), and the OS's."""
+    found: list[type[Exception]] = [OSError]
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _unreachable(what: str, cause: object) -> HubUnreachable:
+    return HubUnreachable(
+        f"{what}: cannot reach the Hugging Face Hub ({_endpoint()}): {cause}; "
+        "without a network, --offline serves a model already in the cache"
+    )
+
+
+def _check_resolvable() -> None:
+    """Fail at once when the Hub's host name does not resolve (no network, no DNS), instead of
+    after huggingface_hub's five retries with back-off (~25 s)."""
+    host = urllib.parse.urlsplit(_endpoint()).hostname
+    if host is None:
+        return
+    try:
+        socket.getaddrinfo(host, 443, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise _unreachable("-hf", f"{host}: {exc.strerror or exc}") from None
+
+
 def _repo_files(repo: str, token: str | None, offline: bool, cache_dir: str | None = None) -> list[str]:
     """The repo's files: from the Hub, or (offline) from the cached snapshot."""
     from huggingface_hub import HfApi, snapshot_download
@@ -96,13 +139,16 @@ def _repo_files(repo: str, token: str | None, offline: bool, cache_dir: str | No
         if offline:
             folder = Path(snapshot_download(repo, local_files_only=True, cache_dir=cache_dir or default_cache_dir()))
             return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        _check_resolvable()
         return sorted(HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=token).list_repo_files(repo))
     except LocalEntryNotFoundError:
         raise HubError(f"{repo}: not in the cache, and --offline forbids a download") from None
     except RepositoryNotFoundError:
         raise HubError(f"{repo}: no such model repository (or it needs a token: --hf-token / HF_TOKEN)") from None
-    except (HfHubHTTPError, OSError) as exc:
+    except HfHubHTTPError as exc:
         raise HubError(f"{repo}: cannot list its files: {exc}") from None
+    except _transport_errors() as exc:
+        raise _unreachable(repo, exc) from None
 
 
 def _pick(repo: str, files: list[str], quant: str | None, hf_file: str | None) -> list[str]:
@@ -164,8 +210,10 @@ def _fetch(
             raise
         except LocalEntryNotFoundError:
             raise HubError(f"{repo}/{f}: not in the cache, and --offline forbids a download") from None
-        except (HfHubHTTPError, OSError) as exc:
+        except HfHubHTTPError as exc:
             raise HubError(f"{repo}/{f}: download failed: {exc}") from None
+        except _transport_errors() as exc:
+            raise _unreachable(f"{repo}/{f}", exc) from None
         out.append(Path(path))
     return out
 

@@ -4,11 +4,14 @@ it once, a second start finds them in the cache, ``--offline`` never asks the Hu
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from http_server import start_serve, stop_server
+from http_server import REPO, start_serve, stop_server
 from hub_standin import running_hub
 
 from pyllama_yield.hub import HubError, _pick, file_tag
@@ -171,3 +174,36 @@ def test_ollama_pull_and_delete_through_the_router(hub, cache):
         assert client.delete("org/tiny-GGUF:Q8_0").status == "success"
         assert client.list().models == [] and not list(cache.glob("models--org--tiny-GGUF/snapshots/*/*.gguf"))
     stop_server(proc)  # type: ignore[arg-type]
+
+
+def test_serve_hf_without_a_network_ends_with_one_line_naming_the_cause(tmp_path: Path):
+    # the Hub's host name does not resolve (RFC 6761's .invalid): no five retries, no traceback
+    env = {**os.environ, "HF_ENDPOINT": "http://hub.invalid", "LLAMA_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env.pop("HF_HUB_OFFLINE", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pyllama_yield", "serve", "-hf", "org/tiny-GGUF", "--port", "0"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("error: ") and "cannot reach the Hugging Face Hub (http://hub.invalid)" in lines[0]
+    assert "--offline" in lines[0]
+
+
+def test_a_request_that_gets_no_answer_is_hub_unreachable(monkeypatch: pytest.MonkeyPatch):
+    # past name resolution (a refused connection, a proxy): huggingface_hub's transport error,
+    # whichever httpx it uses, becomes HubUnreachable instead of escaping as itself
+    import huggingface_hub
+
+    from pyllama_yield import hub as hf
+
+    transport = hf._transport_errors()[-1]
+    monkeypatch.setattr(hf, "_check_resolvable", lambda: None)
+
+    def refuse(*args: object, **kwargs: object) -> list[str]:
+        raise transport("connection refused")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", refuse)
+    with pytest.raises(hf.HubUnreachable, match=r"org/tiny-GGUF: cannot reach the Hugging Face Hub .*refused"):
+        hf.plan("org/tiny-GGUF")

@@ -221,3 +221,15 @@ def test_event_streams_end_when_the_router_stops(cache):
     events._thread.join(30)
     assert not events._thread.is_alive(), "the event stream outlived the router"
     assert "graceful shutdown exceeded" not in out, out[-2000:]  # nothing held the router open
+
+
+def test_post_models_with_the_hub_unreachable_is_503_naming_the_cause(cache, monkeypatch):
+    # a host name that never resolves (RFC 6761): the Hub cannot be reached, the model may exist
+    monkeypatch.setenv("HF_ENDPOINT", "http://hub.invalid")
+    with router(cache) as c:
+        r = c.post("/models", json={"model": TINY})
+        assert r.status_code == 503, r.text
+        error = r.json()["error"]
+        assert error["type"] == "unavailable_error"
+        assert "cannot reach the Hugging Face Hub (http://hub.invalid)" in error["message"]
+        assert "--offline" in error["message"]

@@ -54,6 +54,8 @@ class Downloads:
             raise RouterError(f"model '{name}' already exists")
         try:
             plan = await asyncio.to_thread(hub.plan, name, token=self.token)
+        except hub.HubUnreachable as exc:  # the model may exist: the Hub is what failed
+            raise RouterError(f"unable to download: {exc}", 503, "unavailable_error") from None
         except hub.HubError as exc:
             raise RouterError(f"model validation failed, unable to download: {exc}") from None
         if name in self.active:  # the same name asked twice while the Hub answered
