@@ -185,10 +185,15 @@ class _ManySamples:
         return out
 
 
-def _json_call(fn: Any, *args: Any, what: str) -> dict[str, Any]:
+def _json_call(fn: Any, *args: Any, what: str | None) -> dict[str, Any]:
+    """``fn(*args, &error)``'s JSON answer; ``ValueError("what: <its error>")`` when it fails, or
+    its error alone when ``what`` is None (a message that names its own cause, as llama-server
+    answers it)."""
     error = ffi.new("char **")
     out = fn(*args, error)
     if out == ffi.NULL:
+        if what is None:
+            raise ValueError(_take_string(error[0]) if error[0] != ffi.NULL else "unknown error")
         _raise_from(error, what, ValueError)
     return json.loads(_take_string(out))
 
@@ -215,9 +220,9 @@ class ChatTemplates(Owner):
     def apply(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Render a chat (``messages`` in OpenAI's shape, ``tools``, ``tool_choice``, ...): the
         prompt, and the grammar, triggers, stops and output parser that go with it."""
-        return _json_call(
-            lib.pyly_chat_apply, self.ptr, json.dumps(inputs).encode(), what="cannot apply the chat template"
-        )
+        # llama.cpp's own words (e.g. "... JSON schema error at #/properties/a: ..."), as
+        # llama-server answers them: the cause may be the template, the tools or the schema
+        return _json_call(lib.pyly_chat_apply, self.ptr, json.dumps(inputs).encode(), what=None)
 
 
 class ChatParser(Owner):

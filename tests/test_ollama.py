@@ -95,6 +95,18 @@ def test_errors_in_ollamas_shape(base, client):
         f"{base}/api/chat", json={"model": "tiny", "messages": [{"role": "user", "content": "x"}], "keep_alive": 0}
     )
     assert r.status_code == 400 and "keep_alive 0" in r.json()["error"]
+    # values Ollama's own decoder refuses are refused here too, by name
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "x"}]}
+    for extra, word in (
+        ({"stream": "yes"}, "stream"),
+        ({"keep_alive": "forever"}, "keep_alive: not a duration: 'forever'"),
+        ({"options": {"num_ctx": -5}}, "num_ctx=-5: expected a positive number"),
+        ({"options": {"num_ctx": True}}, "num_ctx=True"),
+    ):
+        r = httpx.post(f"{base}/api/chat", json={**chat, **extra})
+        assert r.status_code == 400 and word in r.json()["error"], (extra, r.text)
+    r = httpx.post(f"{base}/api/chat", json={**chat, "keep_alive": "1h30m", "options": {"num_predict": 1}})
+    assert r.status_code == 200, r.text  # a Go duration is kept
 
 
 def test_langchain_chat_ollama_invokes_streams_and_takes_tools(base):
@@ -186,3 +198,15 @@ def test_images_go_through_the_projector(tmp_path):
         assert g.done and g.prompt_eval_count > plain.prompt_eval_count
     finally:
         stop_server(proc)
+
+
+def test_a_json_schema_format_the_converter_refuses_is_named_as_the_schema(base):
+    # llama.cpp's words, as llama-server answers the same schema: where in the schema, and why
+    bad = {"type": "object", "properties": {"a": {"type": "frobnicate"}}}
+    r = httpx.post(
+        f"{base}/api/chat",
+        json={"model": "tiny", "messages": [{"role": "user", "content": "x"}], "stream": False, "format": bad},
+    )
+    assert r.status_code == 400
+    assert "JSON schema error at #/properties/a: unrecognized type frobnicate" in r.json()["error"]
+    assert "chat template" not in r.json()["error"]

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -26,6 +27,7 @@ __all__ = [
     "chat_body",
     "check_keep_alive",
     "check_model",
+    "keep_alive_seconds",
     "model_name",
     "now_iso",
     "ollama_errors",
@@ -81,7 +83,7 @@ class _Common(BaseModel):
     model: str
     format: str | dict[str, Any] | None = None  # "json" or a JSON schema
     options: dict[str, Any] | None = None
-    stream: bool = True
+    stream: StrictBool = True  # JSON true/false only, as Ollama's Go decoder ("yes" is an error)
     keep_alive: str | int | float | None = None
     think: bool | str | None = None
 
@@ -115,7 +117,9 @@ def sampling_fields(
         if name in _OPTIONS:
             out[_OPTIONS[name]] = value
         elif name == "num_ctx":
-            if not isinstance(value, int) or value > n_ctx_slot:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ApiError(f"option num_ctx={value!r}: expected a positive number of tokens")
+            if value > n_ctx_slot:
                 raise ApiError(f"option num_ctx={value!r}: this server's context is {n_ctx_slot} tokens per slot (-c)")
         elif name in _LOAD_TIME:
             flag = _LOAD_TIME[name]
@@ -222,9 +226,34 @@ def check_model(state: AppState, name: str) -> None:
         raise ApiError(f"model '{name}' not found", 404)
 
 
+_PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|h|m|s)?")
+_UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def keep_alive_seconds(value: Any) -> float:
+    """Ollama's ``keep_alive``: seconds as a number, or a Go duration ("5m", "1h30m", "0", "-1");
+    negative keeps the model loaded. ``ValueError`` for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"keep_alive: not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    parts = _PART.findall(text)
+    if not parts or "".join(n + (u or "") for n, u in parts) != text:
+        raise ValueError(f"keep_alive: not a duration: {value!r}")
+    return sum(float(n) * _UNIT[u or None] for n, u in parts)
+
+
 def check_keep_alive(value: Any) -> None:
-    """This server keeps its one model loaded: any keep-alive is kept, but an unload (0) cannot be."""
-    if value in (0, "0", "0s", "0m"):
+    """This server keeps its one model loaded: any keep-alive is kept, but an unload (0) cannot be;
+    a value that is not a duration is refused, as Ollama refuses it."""
+    if value is None:
+        return
+    try:
+        seconds = keep_alive_seconds(value)
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    if seconds == 0:
         raise ApiError("keep_alive 0 (unload) is not possible here: this server serves one model for its lifetime")
 
 

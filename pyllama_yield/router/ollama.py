@@ -17,29 +17,11 @@ from starlette.responses import JSONResponse, Response
 
 from .. import hub
 from ..api.ollama import OLLAMA_API_VERSION
-from ..api.ollama_request import body_model
+from ..api.ollama_request import body_model, keep_alive_seconds
 from .instances import Instance
 from .registry import ModelRouter, RouterError
 
 __all__ = ["body_model", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", "pull", "removable", "tags", "version"]
-
-_PART = re.compile(r"(-?\d+(?:\.\d+)?)(ms|h|m|s)?")
-_UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def keep_alive_seconds(value: Any) -> float:
-    """Ollama's ``keep_alive``: seconds as a number, or a Go duration ("5m", "1h30m", "0", "-1");
-    negative keeps the model loaded. ``ValueError`` for anything else."""
-    if isinstance(value, bool):
-        raise ValueError(f"keep_alive: not a duration: {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip()
-    parts = _PART.findall(text)
-    if not parts or "".join(n + (u or "") for n, u in parts) != text:
-        raise ValueError(f"keep_alive: not a duration: {value!r}")
-    return sum(float(n) * _UNIT[u or None] for n, u in parts)
-
 
 def ollama_name(inst: Instance) -> str:
     return inst.entry.id if ":" in inst.entry.id else f"{inst.entry.id}:latest"
