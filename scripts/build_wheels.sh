@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Build one wheel per backend into dist/<backend>/, repaired for manylinux by auditwheel, and record
 # the build (commit, compiler, CUDA architectures, time, sizes) in benchmarks/wheel_builds.json.
-#   scripts/build_wheels.sh cpu    portable CPU wheel: GGML_NATIVE=OFF, GGML_BACKEND_DL=ON and
-#                                  GGML_CPU_ALL_VARIANTS=ON (one CPU module per x86 feature level;
-#                                  ggml loads the best one the running CPU supports)
-#   scripts/build_wheels.sh cuda   the same plus the CUDA backend as a module of its own, for
-#                                  CUDA_ARCHS (default 80: see README "Wheels"). nvcc comes from
-#                                  CUDA_HOME (default /usr/local/cuda), cuBLAS from NVIDIA's wheel.
+#   scripts/build_wheels.sh cpu    portable x86_64 CPU wheel: GGML_NATIVE=OFF, GGML_BACKEND_DL=ON
+#                                  and GGML_CPU_ALL_VARIANTS=ON (one CPU module per x86 feature
+#                                  level; ggml loads the best one the running CPU supports), built
+#                                  by zig's clang against glibc GLIBC_FLOOR (default 2.17, i.e.
+#                                  manylinux2014) with its libc++ linked in (scripts/zig/)
+#   scripts/build_wheels.sh cpu-aarch64   the same for Linux ARM64, cross-built here (one CPU
+#                                  module per ARM feature level: dotprod, i8mm, SVE, SME, ...)
+#   scripts/build_wheels.sh cuda   the x86_64 CPU modules plus the CUDA backend as a module of its
+#                                  own, built by the system's gcc (the host compiler nvcc takes),
+#                                  so glibc as this machine's; for CUDA_ARCHS (default
+#                                  "75-real;80-real;90": machine code for Turing, Ampere/Ada and
+#                                  Hopper, PTX for later GPUs; see README "Wheels"). nvcc comes
+#                                  from CUDA_HOME (default /usr/local/cuda), cuBLAS from NVIDIA's
+#                                  wheel. A stopped build resumes where it stopped (BUILD_DIR).
 # The wheels are abi3 (one wheel for every CPython the package supports). The tools come pinned
 # from scripts/wheel-tools*.txt into build/wheel-tools, so the build directory build/wheel-<backend>
 # (BUILD_DIR) is reused incrementally. Extra CMake options pass through CMAKE_ARGS.
 set -euo pipefail
 
 main() {
-    local backend=${1:?usage: scripts/build_wheels.sh cpu|cuda}
+    local backend=${1:?usage: scripts/build_wheels.sh cpu|cpu-aarch64|cuda}
     cd "$(dirname "$0")/.."
     local tools=$PWD/build/wheel-tools
     if [[ ! -x $tools/bin/python || scripts/wheel-tools.txt -nt $tools/.installed ]]; then
@@ -26,9 +34,17 @@ main() {
                 -C cmake.define.GGML_CPU_ALL_VARIANTS=ON)
     local record=(--backend "$backend") local_version=""
     case "$backend" in
-        cpu) ;;
+        cpu|cpu-aarch64)
+            local arch=x86_64
+            [[ $backend == cpu-aarch64 ]] && arch=aarch64
+            export ZIG_TARGET="$arch-linux-gnu.${GLIBC_FLOOR:-2.17}" ZIG_PYTHON=$py
+            args+=(-C "cmake.define.CMAKE_TOOLCHAIN_FILE=$PWD/scripts/zig/toolchain.cmake")
+            record+=(--compiler "zig $("$py" -m ziglang version) -target $ZIG_TARGET")
+            if [[ $arch != "$(uname -m)" ]]; then
+                export _PYTHON_HOST_PLATFORM="linux-$arch"  # scikit-build-core's wheel tag
+            fi ;;
         cuda)
-            local cuda_home=${CUDA_HOME:-/usr/local/cuda} archs=${CUDA_ARCHS:-80}
+            local cuda_home=${CUDA_HOME:-/usr/local/cuda} archs=${CUDA_ARCHS:-75-real;80-real;90}
             "$tools/bin/pip" install -q -r scripts/wheel-tools-cuda.txt
             local cublas
             cublas=$("$py" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')
@@ -41,11 +57,11 @@ main() {
                    -C "cmake.define.CUDA_cublas_LIBRARY=$cublas/lib/libcublas.so.13"
                    -C "cmake.define.CUDA_cublasLt_LIBRARY=$cublas/lib/libcublasLt.so.13"
                    -C "cmake.define.CUDA_cuda_driver_LIBRARY=$PWD/build/cuda-stub/libcuda.so")
-            record+=(--nvcc "$cuda_home/bin/nvcc" --cuda-archs "$archs")
+            record+=(--nvcc "$cuda_home/bin/nvcc" --cuda-archs "$archs" --compiler "$(cc --version | head -1)")
             # 0.1.0+cu13: its own version, so that it sits beside the CPU wheel in one folder or
             # index and pip's cache never hands out one for the other
             local_version=cu13 ;;
-        *) echo "unknown backend '$backend' (expected cpu or cuda)" >&2; exit 2 ;;
+        *) echo "unknown backend '$backend' (expected cpu, cpu-aarch64 or cuda)" >&2; exit 2 ;;
     esac
 
     local raw="dist/$backend/raw"

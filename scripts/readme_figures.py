@@ -275,22 +275,80 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f}"
 
 
+# the oldest glibc a manylinux tag admits -> systems that have it (or newer)
+GLIBC_SYSTEMS = {
+    "2.17": "RHEL/CentOS 7, Amazon Linux 2, Ubuntu 14.04, Debian 8 and later",
+    "2.28": "RHEL 8, Debian 10, Ubuntu 18.10 and later",
+    "2.31": "Debian 11, Ubuntu 20.04 and later",
+    "2.34": "RHEL 9, Amazon Linux 2023 and later",
+    "2.35": "Ubuntu 22.04, Debian 12 and later",
+}
+# CUDA machine code -> the GPUs that run it (machine code runs on later minor versions of its major)
+SASS_GPUS = {
+    "sm_75": "Turing: T4, RTX 20xx",
+    "sm_80": "Ampere and Ada: A100, A10, A40, RTX 30xx/40xx, L4, L40",
+    "sm_86": "RTX 30xx, A10, A40",
+    "sm_89": "Ada: RTX 40xx, L4, L40",
+    "sm_90": "Hopper: H100, H200, GH200",
+}
+
+
+def _wheel_platform(wheel: str) -> tuple[str, str]:
+    """(glibc floor, CPU) from a wheel's platform tag."""
+    tag = wheel.removesuffix(".whl").split("-")[-1].split(".")[0]
+    if m := re.match(r"manylinux2014_(\w+)", tag):
+        return "2.17", m[1]
+    if m := re.match(r"manylinux_(\d+)_(\d+)_(\w+)", tag):
+        return f"{m[1]}.{m[2]}", m[3]
+    return "?", tag
+
+
+def wheel_fit(builds: dict[str, Any]) -> list[str]:
+    """Which wheel fits which machine, from what each build's binaries hold."""
+    lines = [
+        "| wheel | CPU | Linux (glibc) | GPU code | needs |",
+        "|---|---|---|---|---|",
+    ]
+    for name, b in sorted(builds.items()):
+        glibc, arch = _wheel_platform(b["wheel"])
+        n_cpu = sum(1 for lib in b["libraries_bytes"] if lib.startswith("libggml-cpu-"))
+        cpu = f"{arch} ({n_cpu} CPU modules, the best one chosen at run time)" if n_cpu else arch
+        code = b.get("cuda_code")
+        if code:
+            gpus = "; ".join(f"{a} ({SASS_GPUS.get(a, '?')})" for a in sorted(code["sass"]))
+            ptx = ", ".join(sorted(code["ptx"]))
+            gpu = f"machine code {gpus}; PTX {ptx} (later GPUs compile it on first use)"
+            needs = "NVIDIA driver 580+ (CUDA 13), `[cuda13]` extra or a CUDA 13 runtime"
+        elif "cuda_archs" in b:
+            gpu, needs = f"archs `{b['cuda_archs']}` as asked (not read from the binary)", "NVIDIA driver 580+"
+        else:
+            gpu, needs = "-", "nothing"
+        lines.append(f"| {name} | {cpu} | {glibc}+: {GLIBC_SYSTEMS.get(glibc, '?')} | {gpu} | {needs} |")
+    return lines
+
+
 def wheel_builds(result: dict[str, Any]) -> str:
     builds = result["builds"]
     lines = [
+        "Which wheel for which machine (from each wheel's platform tag and, for CUDA, the GPU code its "
+        "binary holds as `cuobjdump` lists it):",
+        "",
+        *wheel_fit(builds),
+        "",
         "Built by `scripts/build_wheels.sh` (`benchmarks/wheel_builds.json`):",
         "",
-        "| backend | wheel | size (MiB) | largest libraries (MiB, unpacked) | CUDA | build time | machine | commit "
-        "| note |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| backend | wheel | size (MiB) | largest libraries (MiB, unpacked) | compiler | CUDA | build time | machine "
+        "| commit | note |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, b in sorted(builds.items()):
         libs = sorted(b["libraries_bytes"].items(), key=lambda kv: -kv[1])[:3]
         cuda = f"nvcc {b['nvcc']}, archs `{b['cuda_archs']}`, cuBLAS {b['cublas']}" if "nvcc" in b else "-"
+        compiler = b["tools"]["c_compiler"]
         lines.append(
             f"| {name} | `{b['wheel']}` | {_mib(b['wheel_bytes'])} | "
             + ", ".join(f"{lib} {_mib(size)}" for lib, size in libs)
-            + f" | {cuda} | {b['build_seconds'] / 60:.0f} min on {b['build_parallel']} jobs | "
+            + f" | {compiler} | {cuda} | {b['build_seconds'] / 60:.0f} min on {b['build_parallel']} jobs | "
             f"{b['machine']['cpus']} × {b['machine']['cpu']} | `{b['commit']}` | {b.get('note', '')} |"
         )
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import subprocess
+import tempfile
 import zipfile
 from datetime import datetime, timezone
 from importlib import metadata
@@ -53,6 +54,35 @@ def _libraries(wheel: Path) -> dict[str, int]:
         }
 
 
+def _cuobjdump() -> str:
+    """NVIDIA's cuobjdump: from its PyPI wheel (scripts/wheel-tools-cuda.txt), else PATH."""
+    try:
+        import nvidia
+
+        for root in nvidia.__path__:
+            for found in sorted(Path(root).glob("cu*/bin/cuobjdump")):
+                return str(found)
+    except ImportError:
+        pass
+    return "cuobjdump"
+
+
+def _cuda_code(wheel: Path) -> dict[str, dict[str, int]]:
+    """The GPU code in the wheel's CUDA module as its binary holds it (not as the flags asked):
+    machine code (SASS) and PTX, each as the number of cubins or PTX files (one per CUDA source) per architecture."""
+    found: dict[str, dict[str, int]] = {"sass": {}, "ptx": {}}
+    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
+        for name in zf.namelist():
+            if Path(name).name.startswith("libggml-cuda"):
+                lib = zf.extract(name, tmp)
+                for kind, flag in (("sass", "--list-elf"), ("ptx", "--list-ptx")):
+                    run = subprocess.run([_cuobjdump(), flag, lib], capture_output=True, text=True, check=True)
+                    listing = run.stdout
+                    for arch in re.findall(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)", listing):
+                        found[kind][arch] = found[kind].get(arch, 0) + 1
+    return found
+
+
 def build_entry(args: argparse.Namespace) -> dict[str, object]:
     wheel: Path = args.wheel
     entry: dict[str, object] = {
@@ -61,7 +91,7 @@ def build_entry(args: argparse.Namespace) -> dict[str, object]:
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"cpus": os.cpu_count(), "cpu": _cpu_model(), "system": platform.platform()},
         "tools": {
-            "c_compiler": _run("cc", "--version").splitlines()[0],
+            "c_compiler": args.compiler or _run("cc", "--version").splitlines()[0],
             **{name: metadata.version(name) for name in ("scikit-build-core", "cmake", "ninja", "cffi", "auditwheel")},
         },
         "build_seconds": args.seconds,
@@ -74,7 +104,8 @@ def build_entry(args: argparse.Namespace) -> dict[str, object]:
     if args.nvcc:
         release = re.search(r"release ([\d.]+), (V[\d.]+)", _run(args.nvcc, "--version"))
         entry["nvcc"] = " ".join(release.groups()) if release else "?"
-        entry["cuda_archs"] = args.cuda_archs
+        entry["cuda_archs"] = args.cuda_archs  # as asked; what the binary holds:
+        entry["cuda_code"] = _cuda_code(wheel)
         entry["cublas"] = metadata.version("nvidia-cublas")
     return entry
 
@@ -86,6 +117,7 @@ def main() -> None:
     ap.add_argument("--wheel", type=Path, required=True)
     ap.add_argument("--nvcc")
     ap.add_argument("--cuda-archs")
+    ap.add_argument("--compiler", help="what compiled the libraries (default: cc --version)")
     ap.add_argument("--note", default=os.environ.get("WHEEL_BUILD_NOTE", ""), help="e.g. what else ran meanwhile")
     args = ap.parse_args()
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {"builds": {}}
