@@ -206,9 +206,6 @@ class Context(Owner, ContextState):
         """The threads a generation step computes on (``n_threads_batch`` for prompts)."""
         return lib.llama_n_threads(self.ptr)
 
-    def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
-        lib.llama_set_n_threads(self.ptr, n_threads, n_threads_batch or n_threads)
-
     # decode --------------------------------------------------------------------------------
     def decode(self, batch: Batch) -> None:
         """One ``llama_decode`` (GIL released); return codes become exceptions."""
@@ -314,10 +311,6 @@ class Context(Owner, ContextState):
     def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
         self.ptr  # noqa: B018
         lib.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
-
-    def seq_keep(self, seq_id: int) -> None:
-        self.ptr  # noqa: B018
-        lib.llama_memory_seq_keep(self._mem, seq_id)
 
     @property
     def can_shift(self) -> bool:

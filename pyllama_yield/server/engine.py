@@ -46,12 +46,11 @@ class Engine:
         self._loras = core.loras
         self.defaults = config.defaults
         self.n_parallel = core.n_parallel
-        self.n_ctx_slot, self.n_batch, self.n_ubatch = core.n_ctx_slot, core.n_batch, core.n_ubatch
+        self.n_ctx_slot, self.n_ubatch = core.n_ctx_slot, core.n_ubatch
         self.embedding, self.pooling = core.embedding, core.pooling
         self.eog_tokens = core.eog_tokens
         self.projector = core.projector  # --mmproj; its media() and tokenize() are thread-safe
         self.model_name = config.model.name or os.path.basename(config.model.path)
-        self.n_predict_max, self.n_probs_max = config.limits.n_predict_max, config.limits.n_probs_max
         self.tasks = TaskBuilder(
             core.model,
             core.projector,
@@ -148,11 +147,6 @@ class Engine:
     def wait_until_awake(self) -> None:
         """Wake a sleeping engine (``--sleep-idle-seconds``) and wait until its context is back."""
         self.queue.wait_until_no_sleep()
-
-    def render_chat(self, messages: list[dict[str, Any]]) -> str:
-        """The prompt for a chat, in the server's chat template (``--chat-template``), else the
-        model's, else ChatML."""
-        return self.chat.render({"messages": messages})[0]["prompt"]
 
     def describe(self, model_path: str | os.PathLike[str]) -> dict[str, Any]:
         """What ``/props`` and ``/v1/models`` tell about the served model."""

@@ -71,7 +71,6 @@ class Slot:
     prompt_probs: list[dict[str, Any]] = field(default_factory=list)  # prompt_logprobs: prompt tokens 1..n-1
     i_batch_first: int = -1  # where this step's prompt chunk starts in the batch
     truncated: bool = False  # stopped because the slot's context filled up
-    n_probs_sent: int = 0  # of which already streamed
     synth_rng: Any = None  # random.Random for --spec-synth-rates
     lora: tuple[float, ...] = ()  # the LoRA scales its task decodes with (what its cache holds)
     t_last_used: float = -1.0  # when it last finished a task (least recently used goes first)
@@ -163,7 +162,6 @@ class Slot:
         self.probs = []
         self.prompt_probs = []
         self.truncated = False
-        self.n_probs_sent = 0
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
