@@ -354,6 +354,23 @@ def wheel_builds(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def wheel_checks(result: dict[str, Any]) -> str:
+    lines = [
+        "Where the wheels were run, by `scripts/test_wheel_debian.sh` (`benchmarks/wheel_checks.json`): a "
+        "fresh venv in a debootstrapped Debian userland (arm64 under `qemu-user`), `info`, one generation, "
+        "then pytest:",
+        "",
+        "| wheel | userland | glibc | Python | CPU module ggml chose | generated t/s | tests | pytest | commit |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in sorted(result["checks"].values(), key=lambda c: (c["wheel"], c["system"])):
+        lines.append(
+            f"| `{c['wheel']}` | {c['system']} ({c['cpu']}) | {c['glibc']} | {c['python']} | {c['cpu_module']} "
+            f"| {c['generated_tokens_per_s']} | `{c['tests']}` | {c['pytest']} | `{c['commit']}` |"
+        )
+    return "\n".join(lines)
+
+
 def _suite_counts(files: dict[str, Any]) -> dict[str, Any]:
     """Per file: the tests llama-server passed, and those of them ours passed too."""
     out = {}
@@ -390,6 +407,7 @@ def upstream_server_tests(result: dict[str, Any]) -> str:
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "upstream_server_tests": upstream_server_tests,
     "wheel_builds": wheel_builds,
+    "wheel_checks": wheel_checks,
     "bench_llama_api": bench_llama_api,
     "bench_serving": bench_serving,
     "bench_webui": bench_webui,

@@ -85,10 +85,11 @@ main() {
     cp -r vendor/llama.cpp/include vendor/llama.cpp/models "$work/tree/vendor/llama.cpp/"
     cp -r vendor/llama.cpp/ggml/include "$work/tree/vendor/llama.cpp/ggml/"
     local tests=("${@:2}")
-    [[ ${#tests[@]} -gt 0 ]] || tests=(tests/test_binding.py tests/test_llama.py)
+    [[ ${#tests[@]} -gt 0 ]] || tests=(tests/test_binding.py)
+    local log=$work.log
     in_root "$root" '
         cd /opt/wheel-test
-        echo "userland: $(uname -m), $(. /etc/os-release; echo "$PRETTY_NAME"), $(ldd --version | head -1), $('"$python"' --version)"
+        echo "userland: $(uname -m) | $(. /etc/os-release; echo "$PRETTY_NAME") | glibc $(ldd --version | head -1 | grep -o "[0-9.]*$") | $('"$python"' --version)"
         '"$python"' -m venv venv
         # what the binding tests import (the whole test extra would pull in browsers and servers)
         venv/bin/pip install -q "$(ls pyllama_yield-*.whl)" pytest pytest-timeout gguf
@@ -96,7 +97,9 @@ main() {
         ../venv/bin/python -m pyllama_yield info
         ../venv/bin/python -m pyllama_yield generate -p "Once upon a time" -n 8
         ../venv/bin/python -m pytest -p no:cacheprovider -q -o addopts= -m "not realmodel and not fuzz" "$@"
-    ' bash "${tests[@]}"
+    ' bash "${tests[@]}" 2>&1 | tee "$log"
+    # what ran where, for the README (benchmarks/wheel_checks.json); only a run that passed gets here
+    python3 scripts/record_wheel_check.py --wheel "$wheel" --log "$log" --tests "${tests[*]}"
 }
 
 main "$@"; exit
