@@ -62,7 +62,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="f16")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    builds = dict(b.split("=", 1) for b in args.build)
+    # absolute (each child runs in a scratch folder), not resolved (a venv's python is a link)
+    builds = {name: str(Path(python).absolute()) for name, python in (b.split("=", 1) for b in args.build)}
     rows: dict[str, list[dict]] = {name: [] for name in builds}
     with tempfile.TemporaryDirectory() as tmp:
         model = bench_model(Path(tmp), n_ctx=4096, n_embd=args.n_embd, n_layer=args.n_layer, dtype=args.dtype)
