@@ -40,6 +40,11 @@ with Model(path, n_gpu_layers=0) as model:
     row = run_python(model, threads, n_gen, prompt)
 row["n_prompt"] = len(prompt)
 row["cpu_module"] = [m.module for m in pyllama_yield.module_report() if m.loaded and m.backend == "CPU"]
+from importlib import metadata
+build = pyllama_yield.build_info()
+row["compiler"] = build.get("compiler", "?")
+wheel = metadata.distribution("pyllama-yield").read_text("WHEEL") or ""
+row["wheel_tag"] = [line.split(": ", 1)[1] for line in wheel.splitlines() if line.startswith("Tag:")]
 print(json.dumps(row))
 """
 
@@ -76,7 +81,11 @@ def main() -> None:
     for name, rs in rows.items():
         tg = statistics.median(args.n_gen / r["tg_s"] for r in rs)
         pp = statistics.median(r["n_prompt"] / r["pp_s"] for r in rs)
-        summary[name] = {"tg_tokens_per_s": tg, "pp_tokens_per_s": pp, "cpu_module": rs[0]["cpu_module"]}
+        summary[name] = {
+            "tg_tokens_per_s": tg,
+            "pp_tokens_per_s": pp,
+            **{key: rs[0][key] for key in ("cpu_module", "compiler", "wheel_tag")},
+        }
     first = next(iter(summary.values()))
     for name, s in summary.items():
         table.append(
