@@ -371,6 +371,35 @@ def wheel_checks(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def bench_builds(result: dict[str, Any]) -> str:
+    c = result["config"]
+    n_gen = c["n_gen"]
+    lines = [
+        f"The same decode on two CPU wheels, `scripts/bench_builds.py` (`benchmarks/bench_builds.json`, commit "
+        f"`{result['commit']}`): a random {c['n_layer']} layers × {c['n_embd']} {c['dtype']} model, {c['threads']} "
+        f"threads, a {c['n_prompt']}-token prompt then {n_gen} tokens, fresh processes taking turns, median of "
+        f"{c['rounds']} rounds:",
+        "",
+        "| wheel | compiler | tag | CPU module | generated tokens/s | ratio | prompt tokens/s | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    med = {
+        name: (
+            statistics.median(n_gen / r["tg_s"] for r in rows),
+            statistics.median(r["n_prompt"] / r["pp_s"] for r in rows),
+        )
+        for name, rows in result["rows"].items()
+    }
+    tg0, pp0 = next(iter(med.values()))
+    for name, (tg, pp) in med.items():
+        info = result["results"][name]
+        lines.append(
+            f"| {name} | {info['compiler']} | `{info['wheel_tag'][-1]}` | {', '.join(info['cpu_module'])} "
+            f"| {tg:.0f} | {tg / tg0:.3f} | {pp:.0f} | {pp / pp0:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def _suite_counts(files: dict[str, Any]) -> dict[str, Any]:
     """Per file: the tests llama-server passed, and those of them ours passed too."""
     out = {}
@@ -408,6 +437,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "upstream_server_tests": upstream_server_tests,
     "wheel_builds": wheel_builds,
     "wheel_checks": wheel_checks,
+    "bench_builds": bench_builds,
     "bench_llama_api": bench_llama_api,
     "bench_serving": bench_serving,
     "bench_webui": bench_webui,
