@@ -31,6 +31,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+# The result names the commit it was taken at, and "ours" runs the checkout's Python code: a tree
+# with uncommitted changes is refused (UPSTREAM_ALLOW_DIRTY=1: a trial run, its commit marked -dirty).
+dirty=$(git status --porcelain --untracked-files=no -- . ':!benchmarks' ':!bench-results')
+if [[ -n $dirty && ${UPSTREAM_ALLOW_DIRTY:-0} != 1 ]]; then
+    echo "upstream_server_tests.sh: uncommitted changes; commit them first (UPSTREAM_ALLOW_DIRTY=1 for a trial):" >&2
+    echo "$dirty" >&2
+    exit 2
+fi
 tests=$root/build/llama.cpp-full/tools/server/tests
 py=${UPSTREAM_PYTHON:-$root/build/upstream-venv/bin/python}
 model=$(realpath -m "${UPSTREAM_MODEL:-build/models/gemma-3-270m-q4_k_m.gguf}")
@@ -141,6 +149,10 @@ machine = {"system": platform.platform(), "cpus": os.cpu_count(), "python": plat
 result = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "targets": targets, "flags": flags, "machine": machine, "files": {}}
 try:
     result["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks", ":!bench-results"],
+                             capture_output=True, text=True).stdout.strip()
+    if changed:
+        result["commit"] += "-dirty"
 except OSError:
     pass
 tot = {"llama_passed": 0, "ours_passed_of_llama": 0}
