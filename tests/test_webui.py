@@ -1,5 +1,6 @@
 """The chat page at ``/``, in a real browser: Playwright driving Debian's Chromium (headless) against
-a served tiny model. Needs ``apt-get install chromium`` (Playwright's own download is not used)."""
+a served tiny model. A tier of its own, so that the default suite needs no browser: ``apt-get
+install chromium`` (Playwright's own download is not used), then ``pytest -m browser``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 from http_server import API_KEY, start_serve, start_server, stop_server
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("PYLLAMA_CHROMIUM", "/usr/bin/chromium")
 TIMEOUT_MS = 30_000
