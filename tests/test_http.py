@@ -335,3 +335,18 @@ def test_metric_names_are_llama_servers(server):
     for name in [*names, "prompt_tokens_seconds", "requests_deferred"]:
         assert f"# TYPE llamacpp:{name} " in text and f"# HELP llamacpp:{name} " in text
     assert float(text.split("\nllamacpp:n_tokens_max ")[1].split()[0]) >= 2
+
+
+def test_usage_counts_each_prompt_once_and_every_choice(server):
+    # OpenAI's counting: two prompts, two choices each -> each prompt's tokens once, all four
+    # choices' tokens (llama-server reports only its first result's usage here)
+    prompts = ["Once upon a time", "The quick brown fox jumps over"]
+    n_tokens = [len(server.post("/tokenize", json={"content": p, "add_special": True}).json()["tokens"]) for p in prompts]
+    body = {"prompt": prompts, "n": 2, "max_tokens": 3, "temperature": 0, "ignore_eos": True, "cache_prompt": False}
+    r = server.post("/v1/completions", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert len(out["choices"]) == 4
+    assert out["usage"]["prompt_tokens"] == sum(n_tokens)
+    assert out["usage"]["completion_tokens"] == 4 * 3
+    assert out["usage"]["total_tokens"] == sum(n_tokens) + 12

@@ -10,12 +10,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
-from ..server.chat import ChatState
+from ..server.chat import ChatState, chat_finish_reason
 from ..server.chat_request import ChatPlan
-from ..server.results import CompletionFinal, completion_step
+from ..server.results import CompletionFinal, completion_step, usage
 from .app_state import AppState, json_body
 from .bridge import named_event_sse
-from .openai import TextAnswer, answer, logprobs, usage
+from .openai import TextAnswer, answer, logprobs
 
 
 class ChatAnswer(TextAnswer):
@@ -23,8 +23,10 @@ class ChatAnswer(TextAnswer):
     id_prefix = "chatcmpl-"
     parses_text = True
 
-    def __init__(self, state: AppState, include_usage: bool, verbose: bool, parse: dict[str, Any]) -> None:
-        super().__init__(state, include_usage, verbose)
+    def __init__(
+        self, state: AppState, include_usage: bool, verbose: bool, parse: dict[str, Any], n_choices: int = 1
+    ) -> None:
+        super().__init__(state, include_usage, verbose, n_choices)
         self.parse = parse
         self.states: dict[int, ChatState] = {}
 
@@ -43,8 +45,7 @@ class ChatAnswer(TextAnswer):
 
     @staticmethod
     def _finish(p: CompletionFinal, st: ChatState) -> str:
-        reason = p.finish_reason
-        return "tool_calls" if reason == "stop" and st.msg["tool_calls"] else reason
+        return chat_finish_reason(p.finish_reason, bool(st.msg["tool_calls"]))
 
     def _chunk(self, index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
@@ -82,7 +83,8 @@ async def chat_completions(request: Request) -> Response:
     plan = await plan_chat(state, await json_body(request))
     tasks = await state.bridge.build(state.engine.chats.tasks, plan)
     p = tasks[0].params
-    return await answer(request, state, tasks, ChatAnswer(state, p.include_usage, p.verbose, plan.parse))
+    shape = ChatAnswer(state, p.include_usage, p.verbose, plan.parse, n_choices=p.n_cmpl)
+    return await answer(request, state, tasks, shape)
 
 
 async def count_chat_tokens(state: AppState, body: dict[str, Any]) -> int:

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from ..server import CompletionTask
-from ..server.results import CompletionFinal, CompletionResult, PromptProgress, completion_step
+from ..server.results import CompletionFinal, CompletionResult, PromptProgress, completion_step, usage
 from .app_state import AppState, json_body
 from .protocol import completion_to_llama
 
@@ -77,19 +77,6 @@ async def models(request: Request) -> Response:
     return JSONResponse(models_json(request.app.state.pyllama))
 
 
-def usage(payloads: list[CompletionFinal]) -> dict[str, Any]:
-    # every choice of one prompt shares its prompt: count each prompt once
-    prompts = {p.index: p for p in payloads}
-    n_prompt = sum(p.tokens_evaluated for p in prompts.values())
-    n_gen = sum(p.tokens_predicted for p in payloads)
-    return {
-        "completion_tokens": n_gen,
-        "prompt_tokens": n_prompt,
-        "total_tokens": n_gen + n_prompt,
-        "prompt_tokens_details": {"cached_tokens": sum(p.n_prompt_tokens_cache for p in prompts.values())},
-    }
-
-
 def logprobs(payload: CompletionResult) -> dict[str, Any] | None:
     probs = payload.probs
     return {"content": probs} if probs else None
@@ -102,9 +89,10 @@ class TextAnswer:
     id_prefix = "cmpl-"
     parses_text = False  # a chat answer parses its whole text for each render: its tokens coalesce
 
-    def __init__(self, state: AppState, include_usage: bool, verbose: bool = False) -> None:
+    def __init__(self, state: AppState, include_usage: bool, verbose: bool = False, n_choices: int = 1) -> None:
         self.include_usage = include_usage
         self.verbose = verbose
+        self.n_choices = n_choices  # the request's n: its usage counts each prompt once
         self.head = {
             "id": self.id_prefix + uuid.uuid4().hex[:24],
             "created": int(time.time()),
@@ -117,7 +105,7 @@ class TextAnswer:
             "choices": [self.choice(p) for p in finals],
             **self.head,
             "object": self.object,
-            "usage": usage(finals),
+            "usage": usage(finals, self.n_choices),
             "timings": finals[0].timings,
         }
         if self.verbose:  # llama-server's debugging extra: the native answer
@@ -161,4 +149,5 @@ async def completions(request: Request) -> Response:
     body = completion_to_llama(await json_body(request))
     tasks = await state.bridge.make_tasks(body, body["prompt"])
     params = tasks[0].params
-    return await answer(request, state, tasks, TextAnswer(state, params.include_usage, params.verbose))
+    shape = TextAnswer(state, params.include_usage, params.verbose, n_choices=params.n_cmpl)
+    return await answer(request, state, tasks, shape)

@@ -3,10 +3,10 @@ stream chunks one result at a time. The same objects serve the sync and the asyn
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..queue import Result
-from ..server.chat import ChatState
+from ..server.chat import ChatState, chat_finish_reason
 from ..server.errors import EngineFailure, ErrorKind
 from ..server.results import CompletionFinal, completion_step, expect
 from ..server.task_builder import ContextOverflowError
@@ -117,9 +117,8 @@ class ChatAnswer:
         lp = shapes.chat_logprobs(entries, self.n_logprobs or 0) if entries else None
         out += [shapes.chat_chunk(self.head, i, d, logprobs=lp) for d in deltas]
         if isinstance(p, CompletionFinal):
-            reason: FinishReason = p.finish_reason
-            if reason == "stop" and (self.forced is not None or self._states[i].msg["tool_calls"]):
-                reason = "tool_calls"
+            called = self.forced is not None or bool(self._states[i].msg["tool_calls"])
+            reason = cast(FinishReason, chat_finish_reason(p.finish_reason, called))
             out.append(shapes.chat_chunk(self.head, i, {}, reason))
         return out
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
+from ..server.chat import chat_finish_reason
 from ..server.results import CompletionFinal
+from ..server.results import usage as server_usage
 from .types import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -36,10 +38,14 @@ class Head:
 
 
 def usage(finals: list[CompletionFinal]) -> Usage:
-    """Choices of one prompt share it: the prompt counts once."""
-    prompt = max((p.tokens_evaluated for p in finals), default=0)
-    completion = sum(p.tokens_predicted for p in finals)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    """The server's rule (each prompt once, every choice's tokens) for one prompt's choices, in
+    llama-cpp-python's three fields."""
+    counted = server_usage(finals, n_choices=max(1, len(finals)))
+    return {
+        "prompt_tokens": counted["prompt_tokens"],
+        "completion_tokens": counted["completion_tokens"],
+        "total_tokens": counted["total_tokens"],
+    }
 
 
 def completion_logprobs(entries: list[dict[str, Any]], n_top: int, offset: int) -> CompletionLogprobs:
@@ -163,9 +169,7 @@ def chat(
 ) -> ChatCompletion:
     choices = []
     for p, message in zip(finals, messages, strict=True):
-        reason: FinishReason = p.finish_reason
-        if message.get("tool_calls") and reason == "stop":
-            reason = "tool_calls"
+        reason = cast(FinishReason, chat_finish_reason(p.finish_reason, bool(message.get("tool_calls"))))
         lp = chat_logprobs(p.probs or [], n_logprobs) if n_logprobs is not None else None
         choices.append({"index": p.index, "message": message, "logprobs": lp, "finish_reason": reason})
     return {

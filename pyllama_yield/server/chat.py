@@ -18,7 +18,7 @@ from ..common import ChatParser, ChatTemplates
 from ..llama import Model
 from .sampling import schema_or_any_object
 
-__all__ = ["Chat", "ChatState", "message_diffs"]
+__all__ = ["Chat", "ChatState", "chat_finish_reason", "message_diffs"]
 
 
 class Chat:
@@ -124,6 +124,12 @@ def _continuation(body: dict[str, Any], inputs: dict[str, Any]) -> None:
 def new_id() -> str:
     """32 random letters and digits: the ids of tool calls and of Responses items (as llama-server)."""
     return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
+
+
+def chat_finish_reason(reason: str, called_tools: bool) -> str:
+    """A chat answer that stopped having called tools finished for ``tool_calls`` (OpenAI's
+    reason); any other reason stays (a length cut stays ``length``)."""
+    return "tool_calls" if reason == "stop" and called_tools else reason
 
 
 class ChatState:

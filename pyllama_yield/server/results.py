@@ -9,6 +9,7 @@ JSON; the OpenAI and Anthropic routes read the fields.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -19,19 +20,20 @@ __all__ = [
     "CompletionFinal",
     "CompletionResult",
     "EmbeddingVectors",
+    "Indexed",
     "MetricsSnapshot",
     "PromptProgress",
     "RerankScore",
     "SlotErased",
     "SlotFileDone",
     "TokenStep",
-    "Indexed",
     "completion_step",
     "expect",
     "final_result",
     "progress_result",
     "timings",
     "token_step",
+    "usage",
 ]
 
 
@@ -347,3 +349,17 @@ def final_result(s: Slot, stop: StopType, content: str) -> CompletionFinal:
         probs=s.probs if not p.stream and s.probs else None,
         prompt_probs=s.prompt_probs if p.prompt_logprobs >= 0 else None,
     )
+
+
+def usage(finals: Sequence[CompletionFinal], n_choices: int = 1) -> dict[str, Any]:
+    """A request's token counts as OpenAI reports them: each prompt once however many choices
+    (``n``) it has (a task's index is prompt × n + choice), and every choice's generated tokens."""
+    prompts = {f.index // n_choices: f for f in finals}
+    n_prompt = sum(f.tokens_evaluated for f in prompts.values())
+    n_gen = sum(f.tokens_predicted for f in finals)
+    return {
+        "completion_tokens": n_gen,
+        "prompt_tokens": n_prompt,
+        "total_tokens": n_gen + n_prompt,
+        "prompt_tokens_details": {"cached_tokens": sum(f.n_prompt_tokens_cache for f in prompts.values())},
+    }

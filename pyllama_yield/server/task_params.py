@@ -19,6 +19,7 @@ class TaskParams:
     """What the server context needs to run one completion; built by :func:`resolve`."""
 
     n_predict: int = -1
+    n_cmpl: int = 1  # the request's n: choices per prompt (a task's index is prompt × n + choice)
     stream: bool = False
     cache_prompt: bool = True
     id_slot: int = -1
@@ -57,6 +58,7 @@ def resolve(
     sampling, bias = sampler_params(p, tok, schema_to_grammar)
     return TaskParams(
         n_predict=p.n_predict,
+        n_cmpl=p.n_cmpl,
         stream=p.stream,
         cache_prompt=p.cache_prompt,
         id_slot=p.id_slot,
