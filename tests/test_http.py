@@ -341,7 +341,8 @@ def test_usage_counts_each_prompt_once_and_every_choice(server):
     # OpenAI's counting: two prompts, two choices each -> each prompt's tokens once, all four
     # choices' tokens (llama-server reports only its first result's usage here)
     prompts = ["Once upon a time", "The quick brown fox jumps over"]
-    n_tokens = [len(server.post("/tokenize", json={"content": p, "add_special": True}).json()["tokens"]) for p in prompts]
+    tokenized = [server.post("/tokenize", json={"content": p, "add_special": True}).json() for p in prompts]
+    n_tokens = [len(t["tokens"]) for t in tokenized]
     body = {"prompt": prompts, "n": 2, "max_tokens": 3, "temperature": 0, "ignore_eos": True, "cache_prompt": False}
     r = server.post("/v1/completions", json=body)
     assert r.status_code == 200, r.text

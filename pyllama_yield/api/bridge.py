@@ -22,11 +22,11 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from ..queue import ResponseReader, Result, TaskType
-from ..server import CompletionParams, CompletionTask, ContextOverflowError, Engine
+from ..server import CompletionParams, CompletionTask, Engine
 from ..server.async_reader import AsyncReader, Doorbell
-from ..server.chat_request import UnsupportedMediaError
+from ..server.errors import failure_of
 from ..server.results import Indexed, coalesce_steps, expect
-from .errors import ApiError, error_json, result_error
+from .errors import ApiError, error_json, failure_error, result_error
 from .event_stream import EventStream
 
 __all__ = ["Bridge", "named_event_sse", "sse"]
@@ -142,16 +142,8 @@ class Bridge:
         """Run a task builder of the server context on a bridge thread, its errors as HTTP errors."""
         try:
             return await self.run(fn, *args)
-        except NotImplementedError as exc:
-            raise ApiError(str(exc), 501, "not_supported_error") from None
-        except UnsupportedMediaError as exc:  # llama-server's status for it
-            raise ApiError(str(exc), 500, "server_error") from None
-        except ContextOverflowError as exc:
-            raise ApiError(
-                str(exc), 400, "exceed_context_size_error", n_prompt_tokens=exc.n_prompt_tokens, n_ctx=exc.n_ctx
-            ) from None
-        except ValueError as exc:
-            raise ApiError(str(exc)) from None
+        except (ValueError, NotImplementedError) as exc:  # refused: its kind picks the status
+            raise failure_error(failure_of(exc)) from None
 
     def submit(self, tasks: list[Any]) -> AsyncReader:
         """Post the tasks, if the queue has room for them (else a 503 with Retry-After)."""

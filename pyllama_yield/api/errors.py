@@ -12,7 +12,7 @@ from ..queue import Result
 from ..server.errors import EngineFailure, ErrorKind
 from ..server.results import expect
 
-__all__ = ["ApiError", "error_json", "error_response", "result_error"]
+__all__ = ["ApiError", "error_json", "error_response", "failure_error", "result_error"]
 
 # an engine error kind -> (HTTP status, llama-server's error type)
 HTTP_ERRORS: dict[ErrorKind, tuple[int, str]] = {
@@ -20,6 +20,8 @@ HTTP_ERRORS: dict[ErrorKind, tuple[int, str]] = {
     ErrorKind.EXCEED_CONTEXT: (400, "exceed_context_size_error"),
     ErrorKind.CANCELLED: (499, "invalid_request_error"),  # nginx's "client closed request", as llama-server
     ErrorKind.UNAVAILABLE: (503, "unavailable_error"),
+    ErrorKind.NOT_SUPPORTED: (501, "not_supported_error"),
+    ErrorKind.UNKNOWN_MODEL: (400, "invalid_request_error"),  # llama-server's router; Ollama's routes: 404
     ErrorKind.SERVER: (500, "server_error"),
 }
 
@@ -48,8 +50,12 @@ def error_response(exc: ApiError) -> JSONResponse:
     return JSONResponse({"error": error_json(exc)}, status_code=exc.status, headers=exc.headers)
 
 
-def result_error(result: Result) -> ApiError:
-    """An error result from the server context as the HTTP error it stands for."""
-    failure = expect(result, EngineFailure)
+def failure_error(failure: EngineFailure) -> ApiError:
+    """An engine failure as the HTTP error it stands for."""
     status, kind = HTTP_ERRORS[failure.kind]
     return ApiError(failure.message, status, kind, **failure.details)
+
+
+def result_error(result: Result) -> ApiError:
+    """An error result from the server context as the HTTP error it stands for."""
+    return failure_error(expect(result, EngineFailure))

@@ -6,8 +6,7 @@ batched on one engine; ``acreate_*`` are the asyncio twins.
 
 from __future__ import annotations
 
-from ..server.task_builder import ContextOverflowError
-from .answers import EngineError
+from ..server.errors import ContextOverflowError, EngineError
 from .grammar import GrammarError, LlamaGrammar, LlamaState
 from .llama import Llama
 

@@ -7,9 +7,8 @@ from typing import Any, cast
 
 from ..queue import Result
 from ..server.chat import ChatState, chat_finish_reason
-from ..server.errors import EngineFailure, ErrorKind
-from ..server.results import CompletionFinal, completion_step, expect
-from ..server.task_builder import ContextOverflowError
+from ..server.errors import EngineError, raise_for_error
+from ..server.results import CompletionFinal, completion_step
 from . import shapes
 from .types import (
     ChatCompletion,
@@ -20,30 +19,7 @@ from .types import (
     FinishReason,
 )
 
-__all__ = ["ChatAnswer", "CompletionAnswer", "EngineError", "raise_for_error"]
-
-
-class EngineError(RuntimeError):
-    """The engine failed a request (a decode error, a full KV cache, a cancelled request);
-    ``kind`` says which."""
-
-    def __init__(self, message: str, kind: ErrorKind) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def raise_for_error(res: Result) -> None:
-    """An error result as a typed exception - the one place an engine error kind becomes a Python
-    exception: a bad request is a ``ValueError`` (a prompt over the context a
-    ``ContextOverflowError``), anything else an ``EngineError``."""
-    if not res.is_error:
-        return
-    failure = expect(res, EngineFailure)
-    if failure.kind is ErrorKind.EXCEED_CONTEXT:
-        raise ContextOverflowError(failure.details["n_prompt_tokens"], failure.details["n_ctx"])
-    if failure.kind is ErrorKind.INVALID_REQUEST:
-        raise ValueError(failure.message)
-    raise EngineError(failure.message, failure.kind)
+__all__ = ["ChatAnswer", "CompletionAnswer", "EngineError", "raise_for_error"]  # the last two: server.errors
 
 
 class CompletionAnswer:

@@ -32,9 +32,10 @@ from ..api import cors_proxy
 from ..api import tools as tool_routes
 from ..api.admin import WEBUI
 from ..api.auth import authorized
-from ..api.errors import ApiError, error_response
+from ..api.errors import ApiError, error_response, failure_error
 from ..api.middleware import ServerMiddleware
 from ..api.streams import CONVERSATION_HEADER
+from ..server.errors import EngineFailure, ErrorKind
 from ..settings import ServerSettings
 from ..tools import ServerTools
 from . import ollama
@@ -255,10 +256,9 @@ def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
     async def wrapped(request: Request) -> Response:
         ollama_shape = request.url.path.startswith("/api/")
 
-        def refuse(exc: ApiError) -> Response:
+        def refuse(exc: ApiError, unknown_model: bool = False) -> Response:
             if ollama_shape:  # Ollama's clients read {"error": "..."}, and a 404 for an unknown model
-                status = 404 if str(exc).startswith("model '") and str(exc).endswith("' not found") else exc.status
-                return JSONResponse({"error": str(exc)}, status_code=status)
+                return JSONResponse({"error": str(exc)}, status_code=404 if unknown_model else exc.status)
             return error_response(exc)
 
         if not public and not authorized(request, keys):
@@ -266,7 +266,7 @@ def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
         try:
             return await fn(request)
         except RouterError as exc:
-            return refuse(ApiError(str(exc), exc.status, exc.kind))
+            return refuse(failure_error(EngineFailure(str(exc), exc.kind)), exc.kind is ErrorKind.UNKNOWN_MODEL)
         except ApiError as exc:
             return refuse(exc)
         except Exception as exc:  # our own fault: a 500 in the error shape, the traceback in the log

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import hub
+from ..server.errors import ErrorKind
 from .registry import ModelRouter, RouterError
 
 __all__ = ["Download", "Downloads"]
@@ -55,7 +56,7 @@ class Downloads:
         try:
             plan = await asyncio.to_thread(hub.plan, name, token=self.token)
         except hub.HubUnreachable as exc:  # the model may exist: the Hub is what failed
-            raise RouterError(f"unable to download: {exc}", 503, "unavailable_error") from None
+            raise RouterError(f"unable to download: {exc}", ErrorKind.UNAVAILABLE) from None
         except hub.HubError as exc:
             raise RouterError(f"model validation failed, unable to download: {exc}") from None
         if name in self.active:  # the same name asked twice while the Hub answered
@@ -106,9 +107,9 @@ class Downloads:
         else:
             inst = self.router.find(name)
             if inst is None:
-                raise RouterError(f"model name={name} is not found", 500, "server_error")
+                raise RouterError(f"model name={name} is not found", ErrorKind.SERVER)
             if inst.entry.source != "cache":
-                raise RouterError(f"model name={inst.entry.id} is not removable (not from cache)", 500, "server_error")
+                raise RouterError(f"model name={inst.entry.id} is not removable (not from cache)", ErrorKind.SERVER)
             if inst.running:
                 await self.router.unload(inst)
             spec = inst.entry.id

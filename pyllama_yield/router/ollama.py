@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from .. import hub
 from ..api.ollama import OLLAMA_API_VERSION
 from ..api.ollama_request import body_model, keep_alive_seconds
+from ..server.errors import ErrorKind
 from .instances import Instance
 from .registry import ModelRouter, RouterError
 
@@ -99,7 +100,7 @@ def removable(router: ModelRouter, body: dict[str, Any]) -> str:
     name = body_model(body)
     inst = router.find(name) if isinstance(name, str) else None
     if inst is None:
-        raise RouterError(f"model '{name}' not found", 404)
+        raise RouterError(f"model '{name}' not found", ErrorKind.UNKNOWN_MODEL)
     if inst.entry.source != "cache":
-        raise RouterError(f"model name={inst.entry.id} is not removable (not from cache)", 400)
+        raise RouterError(f"model name={inst.entry.id} is not removable (not from cache)")
     return inst.entry.id

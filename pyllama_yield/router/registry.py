@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from ..server.errors import ErrorKind
 from .events import ModelEvents
 from .instances import Instance, LoadFailed
 from .sources import ModelEntry
@@ -23,11 +24,11 @@ __all__ = ["ModelRouter", "RouterError"]
 
 
 class RouterError(Exception):
-    """A request the router refuses: ``status`` and llama-server's words and error type."""
+    """A request the router refuses, in llama-server's words, with the engine's kind of error
+    (the HTTP side picks the status: ``api/errors.py``)."""
 
-    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error") -> None:
+    def __init__(self, message: str, kind: ErrorKind = ErrorKind.INVALID_REQUEST) -> None:
         super().__init__(message)
-        self.status = status
         self.kind = kind
 
 
@@ -96,7 +97,7 @@ class ModelRouter:
             raise RouterError("model name is missing from the request")
         inst = self.find(name)
         if inst is None:
-            raise RouterError(f"model '{name}' not found")
+            raise RouterError(f"model '{name}' not found", ErrorKind.UNKNOWN_MODEL)
         return inst
 
     def _running(self) -> list[Instance]:
@@ -123,7 +124,7 @@ class ModelRouter:
         if load is not None:
             await asyncio.shield(load)
         if not inst.serving:
-            raise RouterError(f"model name={inst.entry.id} failed to load", 500, "server_error")
+            raise RouterError(f"model name={inst.entry.id} failed to load", ErrorKind.SERVER)
         return inst
 
     async def _start(self, inst: Instance) -> None:
@@ -142,7 +143,7 @@ class ModelRouter:
         while len([i for i in self._running() if i is not wanted]) >= self.models_max:
             others = [i for i in self._running() if i is not wanted and not i.pinned]
             if not others:  # every running model is pinned: no room will ever come
-                raise RouterError("model limit reached, try again later", 500, "server_error")
+                raise RouterError("model limit reached, try again later", ErrorKind.SERVER)
             idle = [i for i in others if i.n_busy == 0 and i.serving]
             if idle:
                 await min(idle, key=lambda i: i.last_used).stop()

@@ -15,9 +15,9 @@ from __future__ import annotations
 from .config import EngineConfig
 from .context import ServerContext
 from .engine import Engine
+from .errors import ContextOverflowError
 from .params import CompletionParams
 from .task import CompletionTask
-from .task_builder import ContextOverflowError
 from .task_params import TaskParams
 
 __all__ = [

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from ..mtmd import Projector
 from .chat import Chat, openai_chat_fields
+from .errors import ErrorKind, RequestError
 from .media import chat_media
 from .sampling import schema_or_any_object
 from .task import CompletionTask
@@ -39,8 +40,10 @@ __all__ = [
 _MEDIA = {"image_url": "image", "input_audio": "audio", "input_video": "video", "video_url": "video"}
 
 
-class UnsupportedMediaError(ValueError):
+class UnsupportedMediaError(RequestError):
     """A medium this server cannot take (no ``--mmproj``); llama-server answers it as a server error."""
+
+    kind = ErrorKind.SERVER
 
 
 class ContentPart(BaseModel):

@@ -23,7 +23,7 @@ from .chat_request import ChatPlanner
 from .config import EngineConfig
 from .context import ServerContext
 from .embedding import EmbeddingTask
-from .errors import EngineFailure, ErrorKind, error_result
+from .errors import ErrorKind, error_result, raise_for_error
 from .results import CompletionFinal, MetricsSnapshot, expect
 from .task import CompletionTask
 from .task_builder import TaskBuilder, TaskLimits
@@ -198,8 +198,7 @@ class Engine:
                 res = reader.next(lambda: time.monotonic() > deadline)
                 if res is None:
                     raise TimeoutError("completion timed out")
-                if res.is_error:
-                    raise ValueError(expect(res, EngineFailure).message)
+                raise_for_error(res)
                 if res.is_final:
                     return expect(res, CompletionFinal)
 

@@ -18,6 +18,7 @@ from ..common import json_schema_to_grammar
 from ..llama import LlamaError, Sampler
 from ..mtmd import MediaError
 from .embedding import EmbeddingTask, rerank_prompt
+from .errors import ContextOverflowError
 from .infill import fim_support_error, infill_prompt
 from .media import MediaTokens, decode_base64, is_media_cell, multimodal_tokens
 from .params import CompletionParams, validation_message
@@ -29,18 +30,7 @@ if TYPE_CHECKING:
     from ..llama import Model
     from ..mtmd import Projector
 
-__all__ = ["ContextOverflowError", "TaskBuilder", "TaskLimits"]
-
-
-class ContextOverflowError(ValueError):
-    """A prompt that does not fit a slot's context (llama-server's ``exceed_context_size_error``)."""
-
-    def __init__(self, n_prompt_tokens: int, n_ctx: int) -> None:
-        super().__init__(
-            f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it"
-        )
-        self.n_prompt_tokens = n_prompt_tokens
-        self.n_ctx = n_ctx
+__all__ = ["TaskBuilder", "TaskLimits"]
 
 
 @dataclass(frozen=True)
