@@ -91,13 +91,14 @@ def _model_path(settings, stack: ExitStack) -> Path:  # noqa: ANN001 - ServerSet
 
 
 def _engine(settings, stack: ExitStack, cancel=None):  # noqa: ANN001, ANN202 - imported lazily
-    from pyllama_yield.cli import engine_config, settings_from_hub
+    from pyllama_yield.cli import engine_config_from_settings, settings_from_hub
     from pyllama_yield.server import Engine
 
     settings = settings_from_hub(settings)
     path = _model_path(settings, stack)
 
-    return Engine(engine_config(settings, str(path)), progress=ProgressBar(f"loading {path.name}", cancel))
+    config = engine_config_from_settings(settings, str(path))
+    return Engine(config, progress=ProgressBar(f"loading {path.name}", cancel))
 
 
 def _server_extra_missing() -> str | None:

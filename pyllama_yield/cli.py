@@ -25,7 +25,8 @@ if typing.TYPE_CHECKING:
     from .tools import ServerTools
 
 __all__ = [
-    "add_settings_arguments", "engine_config", "flags_for", "server_tools", "settings_from_args", "settings_from_hub",
+    "add_settings_arguments", "engine_config_from_settings", "flags_for", "server_tools", "settings_from_args",
+    "settings_from_hub",
 ]  # fmt: skip
 
 
@@ -128,7 +129,7 @@ def _proportions(spec: str | None) -> tuple[float, ...]:
         raise ValueError(f"--tensor-split: {spec!r} is not a list of numbers") from exc
 
 
-def engine_config(settings: ServerSettings, model_path: str | None = None) -> EngineConfig:
+def engine_config_from_settings(settings: ServerSettings, model_path: str | None = None) -> EngineConfig:
     """The engine the flags describe (``model_path`` stands in for ``-m``, e.g. the demo model)."""
     path = model_path or settings.model
     if path is None:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from pyllama_yield.cli import engine_config
+from pyllama_yield.cli import engine_config_from_settings
 from pyllama_yield.llama import Context, Vocab
 from pyllama_yield.server import Engine, EngineConfig
 from pyllama_yield.server.config import ContextConfig, DraftConfig
@@ -39,13 +39,13 @@ def test_settings_build_the_same_config_as_the_flags_say():
         model="m.gguf", ctx_size=2048, parallel=-1, threads=2, alias="b,a", reranking=True, warmup=False,
         spec_draft_n_max=3, sleep_idle_seconds=2, lora_scaled=["x.gguf:0.25"],
     )  # fmt: skip
-    cfg = engine_config(s)
+    cfg = engine_config_from_settings(s)
     assert (cfg.context.n_ctx, cfg.context.n_parallel, cfg.context.kv_unified) == (2048, 4, True)
     assert cfg.context.n_threads == 2 and cfg.context.n_threads_batch is None
     assert cfg.model.name == "a" and cfg.embedding and cfg.pooling == "rank"
     assert cfg.limits.warmup is False and cfg.limits.idle_sleep_ms == 2000 and cfg.draft.n_max == 3
     assert cfg.lora == (("x.gguf", 0.25),)
-    assert engine_config(s, "other.gguf").model.path == "other.gguf"
+    assert engine_config_from_settings(s, "other.gguf").model.path == "other.gguf"
 
 
 def test_end_of_generation_tokens_are_read_once_at_load(tiny_model_path, monkeypatch):

@@ -121,10 +121,10 @@ def test_unknown_llama_arg_variables_are_refused_by_name(monkeypatch):
 
 
 def test_flags_build_the_engine_config_through_its_one_constructor():
-    from pyllama_yield.cli import engine_config
+    from pyllama_yield.cli import engine_config_from_settings
 
     s = parse("-a", "x", "-md", "/d.gguf", "--lora-scaled", "/a.gguf:0.5", "-ngl", "5", "--reasoning", "off")
-    cfg = engine_config(s, "/m.gguf")
+    cfg = engine_config_from_settings(s, "/m.gguf")
     assert (cfg.model.path, cfg.model.name, cfg.model.n_gpu_layers) == ("/m.gguf", "x", 5)
     assert (cfg.draft.path, cfg.draft.n_max, cfg.chat.enable_thinking) == ("/d.gguf", 16, False)
     assert cfg.lora == (("/a.gguf", 0.5),) and cfg.defaults == s.completion_defaults()

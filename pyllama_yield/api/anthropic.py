@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from ..queue import Result
 from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatAnswer, answer_with_events, count_chat_tokens, plan_chat
+from .chat import ChatCompletionsAnswer, answer_with_events, count_chat_tokens, plan_chat
 from .errors import ApiError
 
 
@@ -148,7 +148,7 @@ def _usage(p: CompletionResult) -> dict[str, int]:
     return {"cache_read_input_tokens": cached, "input_tokens": p.tokens_evaluated - cached}
 
 
-class MessagesAnswer(ChatAnswer):
+class MessagesAnswer(ChatCompletionsAnswer):
     """The chat's answer as an Anthropic message, or its stream of events."""
 
     def __init__(self, state: AppState, parse: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from .bridge import named_event_sse
 from .openai import TextAnswer, answer, logprobs
 
 
-class ChatAnswer(TextAnswer):
+class ChatCompletionsAnswer(TextAnswer):
     object = "chat.completion"
     id_prefix = "chatcmpl-"
     parses_text = True
@@ -83,7 +83,7 @@ async def chat_completions(request: Request) -> Response:
     plan = await plan_chat(state, await json_body(request))
     tasks = await state.bridge.build(state.engine.chats.tasks, plan)
     p = tasks[0].params
-    shape = ChatAnswer(state, p.include_usage, p.verbose, plan.parse, n_choices=p.n_cmpl)
+    shape = ChatCompletionsAnswer(state, p.include_usage, p.verbose, plan.parse, n_choices=p.n_cmpl)
     return await answer(request, state, tasks, shape)
 
 

@@ -24,8 +24,8 @@ from .chat import plan_chat
 from .errors import ApiError
 from .ollama_embed import embed, embeddings
 from .ollama_request import (
-    ChatRequest,
-    GenerateRequest,
+    OllamaChatRequest,
+    OllamaGenerateRequest,
     chat_body,
     check_model,
     model_name,
@@ -150,7 +150,7 @@ def _loaded(state: AppState, chat: bool) -> JSONResponse:
 
 @ollama_errors
 async def chat(request: Request) -> Response:
-    state, req = await read_request(request, ChatRequest)
+    state, req = await read_request(request, OllamaChatRequest)
     if not req.messages:
         return _loaded(state, chat=True)
     plan = await plan_chat(state, chat_body(req, state.engine.n_ctx_slot))
@@ -160,7 +160,7 @@ async def chat(request: Request) -> Response:
 
 @ollama_errors
 async def generate(request: Request) -> Response:
-    state, req = await read_request(request, GenerateRequest)
+    state, req = await read_request(request, OllamaGenerateRequest)
     if req.template:
         raise ApiError("template is not supported: the model's own chat template is used (or raw)")
     if req.context:
@@ -180,7 +180,7 @@ async def generate(request: Request) -> Response:
         return await _respond(request, state, tasks, Answer(model_name(state), None, chat=False), req.stream)
     messages: list[dict[str, Any]] = [{"role": "system", "content": req.system}] if req.system else []
     messages.append({"role": "user", "content": req.prompt, **({"images": req.images} if req.images else {})})
-    chat_req = ChatRequest.model_validate(
+    chat_req = OllamaChatRequest.model_validate(
         {**req.model_dump(exclude={"prompt", "suffix", "system"}), "messages": messages}
     )
     plan = await plan_chat(state, chat_body(chat_req, state.engine.n_ctx_slot))

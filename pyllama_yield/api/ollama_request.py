@@ -21,8 +21,8 @@ from .app_state import AppState, json_body
 from .errors import ApiError
 
 __all__ = [
-    "ChatRequest",
-    "GenerateRequest",
+    "OllamaChatRequest",
+    "OllamaGenerateRequest",
     "OllamaMessage",
     "chat_body",
     "check_keep_alive",
@@ -88,14 +88,14 @@ class _Common(BaseModel):
     think: bool | str | None = None
 
 
-class ChatRequest(_Common):
+class OllamaChatRequest(_Common):
     """``POST /api/chat``."""
 
     messages: list[OllamaMessage] = Field(default_factory=list)
     tools: list[dict[str, Any]] | None = None
 
 
-class GenerateRequest(_Common):
+class OllamaGenerateRequest(_Common):
     """``POST /api/generate``."""
 
     prompt: str = ""
@@ -171,7 +171,7 @@ def _message(m: OllamaMessage) -> dict[str, Any]:
     return out
 
 
-def chat_body(req: ChatRequest, n_ctx_slot: int) -> dict[str, Any]:
+def chat_body(req: OllamaChatRequest, n_ctx_slot: int) -> dict[str, Any]:
     """``/api/chat`` as the OpenAI chat body the engine's chat path takes."""
     body: dict[str, Any] = {
         "messages": [_message(m) for m in req.messages],

@@ -19,8 +19,7 @@ from ..server.params import CompletionParams, LoraScale, validation_message
 from .errors import ApiError
 from .ollama_embed import EmbeddingsRequest as OllamaEmbeddingsRequest
 from .ollama_embed import EmbedRequest as OllamaEmbedRequest
-from .ollama_request import ChatRequest as OllamaChatRequest
-from .ollama_request import GenerateRequest as OllamaGenerateRequest
+from .ollama_request import OllamaChatRequest, OllamaGenerateRequest
 
 __all__ = ["REQUEST_MODELS", "parse"]
 

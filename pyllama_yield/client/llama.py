@@ -29,7 +29,7 @@ from ..server.task import CompletionTask
 from . import shapes
 from .answers import ChatAnswer, CompletionAnswer, raise_for_error
 from .grammar import LlamaGrammar, LlamaState
-from .options import CHAT_DEFAULTS, COMPLETION_DEFAULTS, engine_config, sampling_fields
+from .options import CHAT_DEFAULTS, COMPLETION_DEFAULTS, engine_config_from_kwargs, sampling_fields
 from .types import ChatCompletion, ChatCompletionChunk, Completion, CompletionChunk, EmbeddingResponse
 
 R = TypeVar("R", bound=Indexed)
@@ -51,7 +51,7 @@ class Llama:
         if not path.is_file():
             raise ValueError(f"Model path does not exist: {model_path}")
         self.model_path = str(model_path)
-        self._engine = Engine(engine_config(path, n_parallel, seed, **kwargs))
+        self._engine = Engine(engine_config_from_kwargs(path, n_parallel, seed, **kwargs))
         # a Llama dropped without close() (or whose start fails) still stops its loop thread and frees the model
         self._finalizer = weakref.finalize(self, self._engine.stop)
         self._turn_stops = _unknown_turn_ends(self._engine)

@@ -10,7 +10,7 @@ from ..llama import builtin_chat_templates
 from ..server.config import EngineConfig
 from ..server.params import CompletionParams
 
-__all__ = ["CHAT_DEFAULTS", "COMPLETION_DEFAULTS", "engine_config", "sampling_fields"]
+__all__ = ["CHAT_DEFAULTS", "COMPLETION_DEFAULTS", "engine_config_from_kwargs", "sampling_fields"]
 
 # llama-cpp-python's llama_pooling_type and ggml_type numbers, for callers that pass its constants
 _POOLING = {-1: None, 0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
@@ -45,7 +45,9 @@ _NOT_HONOURED: dict[str, Any] = {
 _NO_EFFECT = {"logits_all", "no_perf", "verbose"}
 
 
-def engine_config(model_path: str | os.PathLike[str], n_parallel: int, seed: int, **kw: Any) -> EngineConfig:
+def engine_config_from_kwargs(
+    model_path: str | os.PathLike[str], n_parallel: int, seed: int, **kw: Any
+) -> EngineConfig:
     """An engine config from ``Llama``'s keyword arguments (llama-cpp-python's names). ``n_ctx`` is
     each slot's context, as llama-cpp-python's is its one sequence's: the engine gets
     ``n_ctx × n_parallel``."""

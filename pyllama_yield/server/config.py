@@ -1,6 +1,6 @@
 """What an engine is built from, decided once: frozen, grouped by what each part configures.
 
-Both front ends build one: ``serve`` from its settings (``cli.engine_config``), the
+Both front ends build one: ``serve`` from its settings (``cli.engine_config_from_settings``), the
 in-process ``Llama`` from its keyword arguments. ``EngineConfig.create`` takes the flat names
 (``n_ctx=``, ``n_parallel=``, ``draft_model_path=``, ...) and sorts them into their groups, so a
 caller need not know the grouping.

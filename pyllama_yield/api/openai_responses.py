@@ -20,7 +20,7 @@ from ..queue import Result
 from ..server.chat import ChatState, new_id
 from ..server.results import CompletionFinal, PromptProgress, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatAnswer, answer_with_events, count_chat_tokens, plan_chat
+from .chat import ChatCompletionsAnswer, answer_with_events, count_chat_tokens, plan_chat
 from .errors import ApiError
 
 __all__ = ["count_tokens", "responses", "responses_to_chat"]
@@ -151,7 +151,7 @@ def _usage(p: CompletionFinal) -> dict[str, Any]:
     }
 
 
-class ResponseAnswer(ChatAnswer):
+class ResponseAnswer(ChatCompletionsAnswer):
     """The chat's answer as a Responses object, or as its stream of named events."""
 
     def __init__(self, state: AppState, parse: dict[str, Any]) -> None:
