@@ -40,11 +40,13 @@ with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dest / src.name, "w", zipfile.
     for info in zin.infolist():
         zout.writestr(info, zin.read(info), compress_type=zipfile.ZIP_STORED)
 PY
-    # What the wheel and the tests import that the GPU machine's image lacks (device/KINDS.md).
+    # What the wheel and the tests import that the GPU machine's image lacks (device/KINDS.md): openai
+    # and what it needs beyond the image (httpx2, ...) for test_embeddings.py, whose missing import
+    # stopped the tier at collection in the CPU dry run.
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "${GPU_PYTHON:-3.12}" --implementation cp \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
         -d "$dest/wheels" cffi pycparser pydantic pydantic-core pydantic-settings annotated-types \
-        typing-inspection python-dotenv starlette uvicorn gguf
+        typing-inspection python-dotenv starlette uvicorn gguf openai httpx2 httpcore2 truststore distro jiter sniffio
     # llama-bench of the pinned tree, with no backend compiled in: it loads the wheel's modules.
     [ -f build/llama.cpp-full/CMakeLists.txt ] || python3 scripts/vendor_llama_cpp.py --full-tree build/llama.cpp-full
     cmake -S build/llama.cpp-full -B build/llama-bench-dl -DCMAKE_BUILD_TYPE=Release \
