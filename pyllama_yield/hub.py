@@ -118,7 +118,7 @@ def _unreachable(what: str, cause: object) -> HubUnreachable:
     )
 
 
-def _check_resolvable() -> None:
+def _check_resolvable(repo: str) -> None:
     """Fail at once when the Hub's host name does not resolve (no network, no DNS), instead of
     after huggingface_hub's five retries with back-off (~25 s)."""
     host = urllib.parse.urlsplit(_endpoint()).hostname
@@ -127,7 +127,7 @@ def _check_resolvable() -> None:
     try:
         socket.getaddrinfo(host, 443, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise _unreachable("-hf", f"{host}: {exc.strerror or exc}") from None
+        raise _unreachable(repo, f"{host}: {exc.strerror or exc}") from None
 
 
 def _repo_files(repo: str, token: str | None, offline: bool, cache_dir: str | None = None) -> list[str]:
@@ -139,7 +139,7 @@ def _repo_files(repo: str, token: str | None, offline: bool, cache_dir: str | No
         if offline:
             folder = Path(snapshot_download(repo, local_files_only=True, cache_dir=cache_dir or default_cache_dir()))
             return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-        _check_resolvable()
+        _check_resolvable(repo)
         return sorted(HfApi(endpoint=os.environ.get("HF_ENDPOINT"), token=token).list_repo_files(repo))
     except LocalEntryNotFoundError:
         raise HubError(f"{repo}: not in the cache, and --offline forbids a download") from None

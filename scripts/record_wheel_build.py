@@ -28,10 +28,12 @@ def _run(*cmd: str) -> str:
     return subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO).stdout.strip()
 
 
-def _commit() -> str:
+def tree_commit(*records: Path) -> str:
+    """HEAD's short hash, ``-dirty`` when tracked files changed (the ``records`` written by the
+    run itself do not count)."""
     commit = _run("git", "rev-parse", "--short", "HEAD")
-    # the record itself does not make a build dirty
-    changed = _run("git", "status", "--porcelain", "--untracked-files=no", "--", ".", f":!{RECORD.relative_to(REPO)}")
+    excluded = [f":!{r.relative_to(REPO)}" for r in records]
+    changed = _run("git", "status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
     return commit + ("-dirty" if changed else "")
 
 
@@ -87,7 +89,7 @@ def build_entry(args: argparse.Namespace) -> dict[str, object]:
     wheel: Path = args.wheel
     entry: dict[str, object] = {
         "backend": args.backend,
-        "commit": _commit(),
+        "commit": tree_commit(RECORD),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {"cpus": os.cpu_count(), "cpu": _cpu_model(), "system": platform.platform()},
         "tools": {

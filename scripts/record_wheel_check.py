@@ -9,20 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_wheel_build import REPO, tree_commit  # noqa: E402
+
 RECORD = REPO / "benchmarks" / "wheel_checks.json"
-
-
-def _commit() -> str:
-    def run(*cmd: str) -> str:
-        return subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO).stdout.strip()
-
-    changed = run("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks")
-    return run("git", "rev-parse", "--short", "HEAD") + ("-dirty" if changed else "")
 
 
 def parse(log: str) -> dict[str, str]:
@@ -55,7 +49,7 @@ def main() -> None:
         "wheel": args.wheel.name,
         **parse(args.log.read_text(errors="replace")),
         "tests": args.tests,
-        "commit": _commit(),
+        "commit": tree_commit(REPO / "benchmarks"),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {"checks": {}}

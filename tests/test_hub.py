@@ -199,7 +199,7 @@ def test_a_request_that_gets_no_answer_is_hub_unreachable(monkeypatch: pytest.Mo
     from pyllama_yield import hub as hf
 
     transport = hf._transport_errors()[-1]
-    monkeypatch.setattr(hf, "_check_resolvable", lambda: None)
+    monkeypatch.setattr(hf, "_check_resolvable", lambda repo: None)
 
     def refuse(*args: object, **kwargs: object) -> list[str]:
         raise transport("connection refused")

@@ -69,6 +69,29 @@ def _layer_devices(log: list[str]) -> tuple[str, ...]:
     return tuple(found[i] for i in sorted(found))
 
 
+def _place_layers(params: Any, devices: Sequence[str] | None, tensor_split: Sequence[float]) -> list[Any]:
+    """``devices`` and ``tensor_split`` into the load parameters; returns the C arrays they point
+    to, which must live until the load returns."""
+    keep: list[Any] = []
+    if devices is not None:
+        devs = ffi.new("ggml_backend_dev_t[]", len(devices) + 1)
+        for i, name in enumerate(devices):
+            dev = lib.ggml_backend_dev_by_name(name.encode())
+            if dev == ffi.NULL:
+                raise ValueError(f"unknown device {name!r}; see pyllama_yield.backends()")
+            devs[i] = dev
+        params.devices = devs
+        keep.append(devs)
+    if tensor_split:
+        n_max = lib.llama_max_devices()
+        if len(tensor_split) > n_max:
+            raise ValueError(f"tensor_split has {len(tensor_split)} entries; llama.cpp takes at most {n_max}")
+        split = ffi.new("float[]", [float(x) for x in tensor_split] + [0.0] * (n_max - len(tensor_split)))
+        params.tensor_split = split
+        keep.append(split)
+    return keep
+
+
 class Model(Owner):
     """A loaded GGUF model (``llama_model``)."""
 
@@ -102,23 +125,7 @@ class Model(Owner):
         }
         params.load_mode = modes[(use_mmap, use_mlock)]
         params.vocab_only = vocab_only
-        keep: list[Any] = []
-        if devices is not None:
-            devs = ffi.new("ggml_backend_dev_t[]", len(devices) + 1)
-            for i, name in enumerate(devices):
-                dev = lib.ggml_backend_dev_by_name(name.encode())
-                if dev == ffi.NULL:
-                    raise ValueError(f"unknown device {name!r}; see pyllama_yield.backends()")
-                devs[i] = dev
-            params.devices = devs
-            keep.append(devs)
-        if tensor_split:
-            n_max = lib.llama_max_devices()
-            if len(tensor_split) > n_max:
-                raise ValueError(f"tensor_split has {len(tensor_split)} entries; llama.cpp takes at most {n_max}")
-            split = ffi.new("float[]", [float(x) for x in tensor_split] + [0.0] * (n_max - len(tensor_split)))
-            params.tensor_split = split
-            keep.append(split)
+        keep = _place_layers(params, devices, tensor_split)
         if progress is not None:
             handle = ffi.new_handle(progress)
             keep.append(handle)
