@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from ..queue import Result
+from .results import expect
 
 __all__ = [
     "ContextOverflowError",
@@ -103,8 +104,7 @@ def raise_for_error(res: Result) -> None:
     ``EngineError``."""
     if not res.is_error:
         return
-    failure = res.payload
-    assert isinstance(failure, EngineFailure), f"an error result carries an EngineFailure, not {failure!r}"
+    failure = expect(res, EngineFailure)
     if failure.kind is ErrorKind.EXCEED_CONTEXT:
         raise ContextOverflowError(failure.details["n_prompt_tokens"], failure.details["n_ctx"])
     if failure.kind is ErrorKind.INVALID_REQUEST:
