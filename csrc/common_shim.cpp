@@ -209,6 +209,23 @@ extern "C" int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_genera
     return -1;
 }
 
+extern "C" int pyly_sampler_accept_prompt(pyly_sampler * smpl, const int * tokens, int n, char ** error) {
+    if (error != nullptr) {
+        *error = nullptr;
+    }
+    try {
+        for (int i = 0; i < n; i++) {
+            if (tokens[i] >= 0) {  // a media cell has no token to remember
+                common_sampler_accept(smpl->smpl, tokens[i], false);
+            }
+        }
+        return 0;
+    } catch (const std::exception & e) {
+        set_error(error, e.what());
+    }
+    return -1;
+}
+
 extern "C" int pyly_sampler_sample_accept_many(pyly_sampler ** smpls, void * ctx, const int * idxs, int n,
                                                int n_threads, int * tokens, int * status, char ** errors) {
     auto * lctx = static_cast<llama_context *>(ctx);

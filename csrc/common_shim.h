@@ -34,6 +34,10 @@ PYLY_API void pyly_sampler_free(pyly_sampler * smpl);
 PYLY_API int pyly_sampler_sample(pyly_sampler * smpl, void * ctx, int idx, char ** error);
 /* Returns 0, or -1 (and sets *error) when the grammar cannot accept the token. */
 PYLY_API int pyly_sampler_accept(pyly_sampler * smpl, int token, int is_generated, char ** error);
+/* Accepts the `n` tokens of a prompt (not generated: the penalties' history, not the grammar),
+ * skipping negative ones (media cells), in one call: a long prompt costs one crossing of the
+ * binding, not one per token. Returns 0, or -1 (and sets *error). */
+PYLY_API int pyly_sampler_accept_prompt(pyly_sampler * smpl, const int * tokens, int n, char ** error);
 /* Samples and accepts for `n` samplers at once, sampler i from output idxs[i] of the last decode,
  * on up to `n_threads` threads (the CPU backend's OpenMP team where there is one: its threads
  * only wait between decodes). Each sampler must appear once. Writes tokens[i] and status[i]: 0,

@@ -104,6 +104,13 @@ class CommonSampler(Owner):
         if lib.pyly_sampler_accept(self.ptr, token, int(is_generated), error) != 0:
             raise _accept_error(error[0], token)
 
+    def accept_prompt(self, tokens: Sequence[int]) -> None:
+        """Feed a prompt's tokens to the chain (its penalties look back over the prompt too) in
+        one C call; negative ones (media cells) are skipped."""
+        error = ffi.new("char **")
+        if lib.pyly_sampler_accept_prompt(self.ptr, ffi.new("int[]", list(tokens)), len(tokens), error) != 0:
+            _raise_from(error, "the sampler refused the prompt", ValueError)
+
     def candidates(self, n: int) -> tuple[np.ndarray, np.ndarray, float]:
         """The top ``n`` candidates the last sample's chain left (ids, probabilities, sorted) and
         the probability of the sampled token among them all."""

@@ -249,3 +249,50 @@ def test_our_own_fault_is_a_500_in_the_error_shape_with_the_traceback_logged(tin
         assert r.json() == {"error": {"code": 500, "message": "RuntimeError: a bug of ours", "type": "server_error"}}
         assert "POST /tokenize failed" in caplog.text and "a bug of ours" in caplog.text
         assert c.post("/tokenize", json={"content": 5}).status_code == 400  # still answering
+
+
+def test_small_text_requests_are_built_on_the_event_loop_and_others_on_one_bridge_call(tiny_model_path):
+    """A small body on a server without media is planned and tokenized on the event loop (no
+    thread hop); a large body, or any body once a projector could read media, goes to a bridge
+    thread, in one call for a chat (its plan and its tokens together)."""
+    import threading
+
+    from starlette.testclient import TestClient
+
+    from pyllama_yield.api import build_app
+    from pyllama_yield.api.bridge import INLINE_BODY_BYTES
+    from pyllama_yield.server import Engine
+
+    with Engine.create(tiny_model_path, n_ctx=2048, n_threads=1) as srv, TestClient(build_app(srv)) as c:
+        seen: list[tuple[str, str]] = []
+
+        def spy_on(owner: object, name: str) -> None:
+            fn = getattr(owner, name)
+
+            def spy(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+                seen.append((name, threading.current_thread().name))
+                return fn(*a, **kw)
+
+            setattr(owner, name, spy)
+
+        spy_on(srv.tasks, "make_tasks")
+        spy_on(srv.chats, "plan")
+
+        def ask(path: str, text: str) -> list[tuple[str, str]]:
+            seen.clear()
+            body = {"prompt": text} if path == "/completion" else {"messages": [{"role": "user", "content": text}]}
+            assert c.post(path, json={**body, "n_predict": 1, "max_tokens": 1}).status_code == 200
+            return list(seen)
+
+        big = "x " * INLINE_BODY_BYTES
+        for path in ("/completion", "/v1/chat/completions"):
+            small = ask(path, "Hi")
+            assert small and not any(t.startswith("pyllama-http") for _, t in small), small
+            large = ask(path, big)
+            assert large and all(t == large[0][1] and t.startswith("pyllama-http") for _, t in large), large
+        assert [n for n, _ in ask("/v1/chat/completions", "Hi")] == ["plan", "make_tasks"]
+        srv.tasks.projector = object()  # type: ignore[assignment]  # media possible: never on the loop
+        try:
+            assert ask("/completion", "Hi")[0][1].startswith("pyllama-http")
+        finally:
+            srv.tasks.projector = None

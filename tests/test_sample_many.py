@@ -76,3 +76,23 @@ def test_a_failed_sample_is_that_slots_error_only(tiny_model):
         assert isinstance(got[1], LlamaError) and "sampling failed" in str(got[1])
         for s in samplers:
             s.close()
+
+
+def test_a_prompt_accepted_in_one_call_counts_as_each_of_its_tokens(tiny_model):
+    """``accept_prompt`` (one C call for a whole prompt) feeds the penalties what accepting each
+    token would, and skips media cells (negative): a repeat penalty then steers greedy sampling
+    away from a token the prompt holds."""
+    penalised = {"temp": 0.0, "penalty_repeat": 1000.0, "penalty_last_n": 64}
+
+    def first_token(params: dict, accept) -> int:  # noqa: ANN001
+        with Context(tiny_model, n_ctx=256, n_threads=2) as ctx, Batch(8, 1) as batch:
+            batch.add(tiny_model.vocab.bos, 0, 0, logits=True)
+            ctx.decode(batch)
+            with CommonSampler(tiny_model, params) as sampler:
+                accept(sampler)
+                return sampler.sample(ctx, 0)
+
+    greedy = first_token({"temp": 0.0}, lambda s: None)
+    one_call = first_token(penalised, lambda s: s.accept_prompt([greedy, -3, 7]))
+    by_token = first_token(penalised, lambda s: [s.accept(t, is_generated=False) for t in (greedy, 7)])
+    assert one_call == by_token != greedy

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from ..queue import Result
 from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatCompletionsAnswer, answer_with_events, count_chat_tokens, plan_chat
+from .chat import ChatCompletionsAnswer, answer_with_events, chat_tasks, count_chat_tokens
 from .errors import ApiError
 
 
@@ -255,8 +255,7 @@ class MessagesAnswer(ChatCompletionsAnswer):
 async def messages(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = to_openai(await json_body(request))
-    plan = await plan_chat(state, body)
-    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
+    plan, tasks = await chat_tasks(request, state, body)
     shape = MessagesAnswer(state, plan.parse)
     return await answer_with_events(request, state, tasks, shape.chunks, shape.message)
 

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
+from ..server import CompletionTask
 from ..server.chat import ChatState, chat_finish_reason
 from ..server.chat_request import ChatPlan
 from ..server.results import CompletionFinal, completion_step, usage
@@ -72,16 +73,22 @@ class ChatCompletionsAnswer(TextAnswer):
         return out
 
 
-async def plan_chat(state: AppState, body: dict[str, Any]) -> ChatPlan:
-    """An OpenAI chat body through the engine's one chat path (``server/chat_request.py``), on a
-    bridge thread: validated, its media read, its prompt rendered."""
-    return await state.bridge.build(lambda: state.engine.chats.plan(body, media_path=state.settings.media_path))
+async def chat_tasks(request: Request, state: AppState, body: dict[str, Any]) -> tuple[ChatPlan, list[CompletionTask]]:
+    """An OpenAI chat body through the engine's one chat path (``server/chat_request.py``):
+    validated, its media read, its prompt rendered and tokenized, in one bridge call (none for a
+    small body: ``Bridge.builds_inline``)."""
+    chats, media_path = state.engine.chats, state.settings.media_path
+
+    def build() -> tuple[ChatPlan, list[CompletionTask]]:
+        plan = chats.plan(body, media_path=media_path)
+        return plan, chats.tasks(plan)
+
+    return await state.bridge.build(build, request=request)
 
 
 async def chat_completions(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    plan = await plan_chat(state, await json_body(request))
-    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
+    plan, tasks = await chat_tasks(request, state, await json_body(request))
     p = tasks[0].params
     shape = ChatCompletionsAnswer(state, p.include_usage, p.verbose, plan.parse, n_choices=p.n_cmpl)
     return await answer(request, state, tasks, shape)

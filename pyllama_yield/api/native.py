@@ -103,7 +103,7 @@ async def completion(request: Request, body: dict[str, Any] | None = None, promp
     state: AppState = request.app.state.pyllama
     if body is None:
         body = await json_body(request)
-    tasks = await state.bridge.make_tasks(body, prompt)
+    tasks = await state.bridge.make_tasks(body, prompt, request=request)
     model = state.model_name
     fields = tasks[0].params.response_fields
 

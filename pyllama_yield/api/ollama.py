@@ -20,7 +20,7 @@ from ..queue import Result
 from ..server.chat import ChatState
 from ..server.results import CompletionFinal, completion_step
 from .app_state import AppState, json_body
-from .chat import plan_chat
+from .chat import chat_tasks
 from .errors import ApiError
 from .ollama_embed import embed, embeddings
 from .ollama_request import (
@@ -153,8 +153,7 @@ async def chat(request: Request) -> Response:
     state, req = await read_request(request, OllamaChatRequest)
     if not req.messages:
         return _loaded(state, chat=True)
-    plan = await plan_chat(state, chat_body(req, state.engine.n_ctx_slot))
-    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
+    plan, tasks = await chat_tasks(request, state, chat_body(req, state.engine.n_ctx_slot))
     return await _respond(request, state, tasks, Answer(model_name(state), plan.parse, chat=True), req.stream)
 
 
@@ -175,16 +174,15 @@ async def generate(request: Request) -> Response:
         prompt: Any = req.prompt
         if req.suffix is not None:  # fill-in-the-middle, the model's FIM tokens
             infill = {"input_prefix": req.prompt, "input_suffix": req.suffix}
-            prompt = await state.bridge.build(state.engine.tasks.infill_tokens, infill)
-        tasks = await state.bridge.make_tasks(body, prompt)
+            prompt = await state.bridge.build(state.engine.tasks.infill_tokens, infill, request=request)
+        tasks = await state.bridge.make_tasks(body, prompt, request=request)
         return await _respond(request, state, tasks, Answer(model_name(state), None, chat=False), req.stream)
     messages: list[dict[str, Any]] = [{"role": "system", "content": req.system}] if req.system else []
     messages.append({"role": "user", "content": req.prompt, **({"images": req.images} if req.images else {})})
     chat_req = OllamaChatRequest.model_validate(
         {**req.model_dump(exclude={"prompt", "suffix", "system"}), "messages": messages}
     )
-    plan = await plan_chat(state, chat_body(chat_req, state.engine.n_ctx_slot))
-    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
+    plan, tasks = await chat_tasks(request, state, chat_body(chat_req, state.engine.n_ctx_slot))
     return await _respond(request, state, tasks, Answer(model_name(state), plan.parse, chat=False), req.stream)
 
 

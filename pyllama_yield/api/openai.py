@@ -147,7 +147,7 @@ async def answer(request: Request, state: AppState, tasks: list[CompletionTask],
 async def completions(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     body = completion_to_llama(await json_body(request))
-    tasks = await state.bridge.make_tasks(body, body["prompt"])
+    tasks = await state.bridge.make_tasks(body, body["prompt"], request=request)
     params = tasks[0].params
     shape = TextAnswer(state, params.include_usage, params.verbose, n_choices=params.n_cmpl)
     return await answer(request, state, tasks, shape)

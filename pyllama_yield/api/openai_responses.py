@@ -20,7 +20,7 @@ from ..queue import Result
 from ..server.chat import ChatState, new_id
 from ..server.results import CompletionFinal, PromptProgress, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatCompletionsAnswer, answer_with_events, count_chat_tokens, plan_chat
+from .chat import ChatCompletionsAnswer, answer_with_events, chat_tasks, count_chat_tokens
 from .errors import ApiError
 
 __all__ = ["count_tokens", "responses", "responses_to_chat"]
@@ -323,8 +323,7 @@ class ResponseAnswer(ChatCompletionsAnswer):
 
 async def responses(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
-    plan = await plan_chat(state, responses_to_chat(await json_body(request)))
-    tasks = await state.bridge.build(state.engine.chats.tasks, plan)
+    plan, tasks = await chat_tasks(request, state, responses_to_chat(await json_body(request)))
     if len(tasks) != 1:
         raise ApiError("a Responses request gives one answer ('n' must be 1)")
     shape = ResponseAnswer(state, plan.parse)

@@ -24,6 +24,7 @@ from .registry import ModelRouter, RouterError
 
 __all__ = ["body_model", "hub_spec", "keep_alive_seconds", "ollama_name", "ps", "pull", "removable", "tags", "version"]
 
+
 def ollama_name(inst: Instance) -> str:
     return inst.entry.id if ":" in inst.entry.id else f"{inst.entry.id}:latest"
 

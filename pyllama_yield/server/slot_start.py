@@ -107,9 +107,7 @@ class SlotStarter:
         slot.generated = []
         slot.text = TextStream(ct.params.stop)
         slot.take_sampler(sampler)
-        for tok in tokens:  # penalties look back over the prompt too, as in llama-server
-            if tok >= 0:  # not a media cell
-                sampler.accept(tok, is_generated=False)
+        sampler.accept_prompt(tokens)  # penalties look back over the prompt too, as in llama-server
         slot.n_draft_total = slot.n_draft_accepted = 0
         slot.synth_rng = self._kv.drafter.synth_rng(ct.params.sampling.get("seed", DEFAULT_SEED))
         slot.start_timing()
