@@ -227,10 +227,11 @@ def bench_host_cost(result: dict[str, Any]) -> str:
         f"{flags['repeat']} rounds (`benchmarks/bench_host_cost.json`, commit `{result.get('commit', '?')}`). "
         f"Ratios are ours ÷ llama-server "
         f"(tokens/s: higher is better; times: lower is better); *cold* is a fresh server's first request"
+        + (f"; *before* is ours at `{before}` ÷ llama-server, in the same run" if before else "")
         + (
-            f"; *before* is ours at `{before}` ÷ llama-server, in the same run (– where it answered nothing: "
-            "that commit's chat routes call a function of the common shim this build no longer has)."
-            if before
+            " (– where it answered nothing: that commit's chat routes call a function of the common shim "
+            "this build no longer has)."
+            if any(r["server"] == "ours-before" and not r["tokens"] for r in result["rows"])
             else "."
         ),
         "",

@@ -10,7 +10,8 @@ import openai
 import pytest
 from http_server import start_server, stop_server
 
-from pyllama_yield.server.chat import Chat, ChatState
+from pyllama_yield.server.chat import Chat
+from pyllama_yield.server.chat_message import ChatState
 from pyllama_yield.testing import make_tiny_model
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "vendor" / "llama.cpp" / "models" / "templates"
@@ -58,8 +59,8 @@ def test_each_family_renders_tools_and_parses_its_calls(model, template):
         assert "get_weather" in fields["prompt"]  # the tool is described to the model
         state = ChatState(parse)
         state.update(FAMILIES[template], is_partial=False)
-        calls = state.oai_message()["tool_calls"]
-        assert [c["function"]["name"] for c in calls] == ["get_weather"], (template, state.msg)
+        calls = state.message.openai()["tool_calls"]
+        assert [c["function"]["name"] for c in calls] == ["get_weather"], (template, state.message)
         assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}
         assert calls[0]["id"]
     finally:
@@ -76,11 +77,11 @@ def test_streamed_parsing_gives_openai_deltas(model):
         for i in range(0, len(text), 7):
             deltas += state.update(text[i : i + 7], is_partial=True)
         deltas += state.update("", is_partial=False)
-        calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
+        calls = [d.openai()["tool_calls"][0] for d in deltas if d.call is not None]
         assert calls[0]["function"]["name"] == "get_weather" and calls[0]["id"]
         args = "".join(c["function"].get("arguments", "") for c in calls)
         assert json.loads(args) == {"city": "Paris"}
-        assert not any(d.get("content") for d in deltas)  # the call's markup never leaks into content
+        assert not any(d.content for d in deltas)  # the call's markup never leaks into content
     finally:
         chat.close()
 
@@ -91,8 +92,8 @@ def test_reasoning_is_split_out(model):
         _, parse = chat.render({"messages": ASK})
         state = ChatState(parse)
         state.update("<think>It is in France.</think>Sunny, probably.", is_partial=False)
-        assert state.msg["reasoning_content"].strip() == "It is in France."
-        assert state.msg["content"].strip() == "Sunny, probably."
+        assert state.message.reasoning.strip() == "It is in France."
+        assert state.message.content.strip() == "Sunny, probably."
     finally:
         chat.close()
 
@@ -318,3 +319,28 @@ def test_openai_responses_text_streaming_and_not(tool_server):
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text == by_type["response.output_text.done"].text == by_type["response.completed"].response.output_text
     assert text == res.output_text  # greedy: the same answer streamed or not
+
+
+def test_a_growing_message_gives_typed_deltas_and_keeps_tool_call_ids():
+    """``message_deltas``: text that grew is streamed (a reading that rewrote earlier text is
+    not), a new call comes with its id and name, a growing one with its added arguments only."""
+    from pyllama_yield.server.chat_message import MessageDelta, ParsedMessage, ToolCall, message_deltas
+
+    one = ParsedMessage(content="Hel", reasoning="hm")
+    two = ParsedMessage(content="Hello", reasoning="hm", tool_calls=(ToolCall("a1", "f", '{"x"'),))
+    three = ParsedMessage(content="Bye", reasoning="hm, ok", tool_calls=(ToolCall("a1", "f", '{"x": 1}'),))
+    assert message_deltas(one, two) == [
+        MessageDelta(content="lo"),
+        MessageDelta(call=two.tool_calls[0], call_index=0, new_call=True, arguments='{"x"'),
+    ]
+    deltas = message_deltas(two, three)
+    grown = MessageDelta(call=three.tool_calls[0], call_index=0, arguments=": 1}")
+    assert deltas == [MessageDelta(reasoning=", ok"), grown]  # "Hello" -> "Bye" rewrote: not streamed
+    assert [d.openai() for d in deltas] == [
+        {"reasoning_content": ", ok"},
+        {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]},
+    ]
+    assert three.openai()["tool_calls"] == [
+        {"type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}, "id": "a1"}
+    ]
+    assert ParsedMessage(tool_calls=three.tool_calls).openai()["content"] is None  # only tools: null content

@@ -15,10 +15,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
+from ..server.chat_message import ChatChoices, MessageDelta
 from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatCompletionsAnswer, answer_with_events, chat_tasks, count_chat_tokens
+from .chat import answer_with_events, chat_tasks, count_chat_tokens
 from .errors import ApiError
+from .openai import answer_head
 
 
 def _image(source: dict[str, Any]) -> dict[str, Any] | None:
@@ -148,42 +150,41 @@ def _usage(p: CompletionResult) -> dict[str, int]:
     return {"cache_read_input_tokens": cached, "input_tokens": p.tokens_evaluated - cached}
 
 
-class MessagesAnswer(ChatCompletionsAnswer):
+class MessagesAnswer:
     """The chat's answer as an Anthropic message, or its stream of events."""
 
     def __init__(self, state: AppState, parse: dict[str, Any]) -> None:
-        super().__init__(state, include_usage=False, verbose=False, parse=parse)
-        chat_id = self.head["id"]
-        assert isinstance(chat_id, str)  # TextAnswer's id_prefix + hex
-        self.head["id"] = "msg_" + chat_id.removeprefix("chatcmpl-")
+        self.id = answer_head(state, "msg_")["id"]
+        self.model = state.model_name
+        self.choices = ChatChoices(parse)  # one: Anthropic has no n
         self.blocks: dict[tuple[str, int], int] = {}  # (kind, tool index) -> content block index
 
     def _stop_reason(self, p: CompletionFinal) -> str:
         if p.stop_type not in ("eos", "word"):
             return "max_tokens"
-        return "tool_use" if self._state(p.index).msg["tool_calls"] else "end_turn"
+        return "tool_use" if self.choices[p.index].called_tools else "end_turn"
 
     def message(self, p: CompletionFinal) -> dict[str, Any]:
-        st = self._state(p.index)
+        st = self.choices[p.index]
         st.update(p.content, is_partial=False)
-        m = st.msg
+        m = st.message
         blocks: list[dict[str, Any]] = []
-        if m["reasoning_content"]:
-            blocks.append({"type": "thinking", "thinking": m["reasoning_content"], "signature": ""})
-        if m["content"]:
-            blocks.append({"type": "text", "text": m["content"]})
-        for call in st.oai_message().get("tool_calls", []):
+        if m.reasoning:
+            blocks.append({"type": "thinking", "thinking": m.reasoning, "signature": ""})
+        if m.content:
+            blocks.append({"type": "text", "text": m.content})
+        for call in m.tool_calls:
             try:
-                args = json.loads(call["function"]["arguments"])
+                args = json.loads(call.arguments)
             except ValueError:
                 args = {}
-            blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": args})
+            blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": args})
         return {
-            "id": self.head["id"],
+            "id": self.id,
             "type": "message",
             "role": "assistant",
             "content": blocks,
-            "model": self.head["model"],
+            "model": self.model,
             "stop_reason": self._stop_reason(p),
             "stop_sequence": p.stopping_word or None,
             "usage": {**_usage(p), "output_tokens": p.tokens_predicted},
@@ -203,16 +204,16 @@ class MessagesAnswer(ChatCompletionsAnswer):
 
     def chunks(self, r: Result) -> list[Any]:
         p = completion_step(r)
-        first = p.index not in self.states
-        st = self._state(p.index)
+        first = p.index not in self.choices
+        st = self.choices[p.index]
         out = []
         if first:
-            head = {"id": self.head["id"], "type": "message", "role": "assistant", "content": [],
-                    "model": self.head["model"], "stop_reason": None, "stop_sequence": None,
+            head = {"id": self.id, "type": "message", "role": "assistant", "content": [],
+                    "model": self.model, "stop_reason": None, "stop_sequence": None,
                     "usage": {**_usage(p), "output_tokens": 0}}  # fmt: skip
             out.append(self._event("message_start", message=head))
         for d in st.update(p.content, is_partial=not p.stop):
-            out += self._delta_events(d, st)
+            out += self._delta_events(d)
         if isinstance(p, CompletionFinal):
             for (kind, _), index in sorted(self.blocks.items(), key=lambda kv: kv[1]):
                 if kind == "thinking":
@@ -224,31 +225,29 @@ class MessagesAnswer(ChatCompletionsAnswer):
             out.append(self._event("message_stop"))
         return out
 
-    def _delta_events(self, d: dict[str, Any], st: Any) -> list[dict[str, Any]]:
+    def _delta_events(self, d: MessageDelta) -> list[dict[str, Any]]:
         out = []
-        if "reasoning_content" in d:
+        if d.reasoning:
             index, new = self._block("thinking")
             if new:
                 out.append(self._event("content_block_start", index=index,
                                        content_block={"type": "thinking", "thinking": ""}))  # fmt: skip
             out.append(self._event("content_block_delta", index=index,
-                                   delta={"type": "thinking_delta", "thinking": d["reasoning_content"]}))  # fmt: skip
-        if "content" in d:
+                                   delta={"type": "thinking_delta", "thinking": d.reasoning}))  # fmt: skip
+        if d.content:
             index, new = self._block("text")
             if new:
                 out.append(self._event("content_block_start", index=index, content_block={"type": "text", "text": ""}))
             out.append(self._event("content_block_delta", index=index,
-                                   delta={"type": "text_delta", "text": d["content"]}))  # fmt: skip
-        for call in d.get("tool_calls", []):
-            index, new = self._block("tool_use", call["index"])
+                                   delta={"type": "text_delta", "text": d.content}))  # fmt: skip
+        if d.call is not None:
+            index, new = self._block("tool_use", d.call_index)
             if new:
-                full = st.msg["tool_calls"][call["index"]]
-                block = {"type": "tool_use", "id": full["id"], "name": full["name"]}
+                block = {"type": "tool_use", "id": d.call.id, "name": d.call.name}
                 out.append(self._event("content_block_start", index=index, content_block=block))
-            args = call.get("function", {}).get("arguments")
-            if args:
+            if d.arguments:
                 out.append(self._event("content_block_delta", index=index,
-                                       delta={"type": "input_json_delta", "partial_json": args}))  # fmt: skip
+                                       delta={"type": "input_json_delta", "partial_json": d.arguments}))  # fmt: skip
         return out
 
 

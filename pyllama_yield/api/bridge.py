@@ -208,6 +208,17 @@ class Bridge:
                         finals[res.id] = expect(res, kind)
         return sorted(finals.values(), key=lambda p: p.index)
 
+    async def _first_results(self, reader: AsyncReader, expired: Callable[[], bool]) -> list[Result]:
+        """A stream's first results, awaited before its response starts: a request refused by the
+        server context (or one that timed out) is then a plain HTTP error."""
+        first = await reader.next_batch(expired)
+        if not first or first[0].is_error:
+            reader.stop()
+            if not first:
+                raise self._timeout_error()
+            raise result_error(first[0])
+        return first
+
     async def stream(
         self,
         tasks: list[CompletionTask],
@@ -227,12 +238,7 @@ class Bridge:
         rendered as one (``coalesce_steps``), for renders that cost more than a token's worth."""
         expired = self._deadline()
         reader = self.submit(tasks)
-        first = await reader.next_batch(expired)
-        if not first or first[0].is_error:
-            reader.stop()
-            if not first:
-                raise self._timeout_error()
-            raise result_error(first[0])
+        first = await self._first_results(reader, expired)
 
         async def events() -> AsyncIterator[str]:
             batch, n_final = first, 0

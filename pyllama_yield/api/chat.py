@@ -11,42 +11,38 @@ from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
 from ..server import CompletionTask
-from ..server.chat import ChatState, chat_finish_reason
+from ..server.chat_message import ChatChoices
 from ..server.chat_request import ChatPlan
 from ..server.results import CompletionFinal, completion_step, usage
 from .app_state import AppState, json_body
 from .bridge import named_event_sse
-from .openai import TextAnswer, answer, logprobs
+from .openai import answer, answer_head, logprobs, whole_answer
 
 
-class ChatCompletionsAnswer(TextAnswer):
-    object = "chat.completion"
-    id_prefix = "chatcmpl-"
-    parses_text = True
+class ChatCompletionsAnswer:
+    """One ``/v1/chat/completions`` answer: each choice's text read back by the template's output
+    parser (``ChatChoices``), rendered as OpenAI's message or deltas."""
+
+    coalesce = True  # each render parses the whole text so far: tokens that came together go as one
 
     def __init__(
         self, state: AppState, include_usage: bool, verbose: bool, parse: dict[str, Any], n_choices: int = 1
     ) -> None:
-        super().__init__(state, include_usage, verbose, n_choices)
-        self.parse = parse
-        self.states: dict[int, ChatState] = {}
+        self.include_usage, self.verbose, self.n_choices = include_usage, verbose, n_choices
+        self.head = answer_head(state, "chatcmpl-")
+        self.choices = ChatChoices(parse)
 
-    def _state(self, index: int) -> ChatState:
-        if index not in self.states:
-            self.states[index] = ChatState(self.parse)
-        return self.states[index]
+    def whole(self, finals: list[CompletionFinal]) -> dict[str, Any]:
+        choices = [self._choice(p) for p in finals]
+        return whole_answer(self.head, "chat.completion", finals, choices, self.n_choices, self.verbose)
 
-    def choice(self, p: CompletionFinal) -> dict[str, Any]:
-        st = self._state(p.index)
+    def _choice(self, p: CompletionFinal) -> dict[str, Any]:
+        st = self.choices[p.index]
         st.update(p.content, is_partial=False)
-        out: dict[str, Any] = {"finish_reason": self._finish(p, st), "index": p.index, "message": st.oai_message()}
+        out = {"finish_reason": st.finish_reason(p.finish_reason), "index": p.index, "message": st.message.openai()}
         if logprobs(p):
             out["logprobs"] = logprobs(p)
         return out
-
-    @staticmethod
-    def _finish(p: CompletionFinal, st: ChatState) -> str:
-        return chat_finish_reason(p.finish_reason, bool(st.msg["tool_calls"]))
 
     def _chunk(self, index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
@@ -58,14 +54,14 @@ class ChatCompletionsAnswer(TextAnswer):
     def chunks(self, r: Result) -> list[Any]:
         p = completion_step(r)
         final = isinstance(p, CompletionFinal)
-        first = p.index not in self.states
-        st = self._state(p.index)
+        first = p.index not in self.choices
+        st = self.choices[p.index]
         out = [self._chunk(p.index, {"role": "assistant", "content": None})] if first else []
-        out += [self._chunk(p.index, d) for d in st.update(p.content, is_partial=not final)]
+        out += [self._chunk(p.index, d.openai()) for d in st.update(p.content, is_partial=not final)]
         if out and not final and logprobs(p):
             out[-1]["choices"][0]["logprobs"] = logprobs(p)
         if isinstance(p, CompletionFinal):
-            out.append(self._chunk(p.index, {}, self._finish(p, st)))
+            out.append(self._chunk(p.index, {}, st.finish_reason(p.finish_reason)))
             if self.include_usage:
                 out.append({"choices": [], **self.head, "object": "chat.completion.chunk", "usage": usage([p])})
         if out and p.timings is not None:

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from .. import __version__
 from ..queue import Result
-from ..server.chat import ChatState
+from ..server.chat_message import ChatState, ParsedMessage
 from ..server.results import CompletionFinal, completion_step
 from .app_state import AppState, json_body
 from .chat import chat_tasks
@@ -94,9 +94,9 @@ class Answer:
         if self.state is not None:
             content = thinking = ""
             for d in self.state.update(p.content, is_partial=not final):
-                content += d.get("content", "")
-                thinking += d.get("reasoning_content", "")
-        calls = _tool_calls(self.state) if final and self.state is not None else []
+                content += d.content
+                thinking += d.reasoning
+        calls = _tool_calls(self.state.message) if final and self.state is not None else []
         if not final and not (content or thinking):
             return []
         out = {**self._head(), **self._body(content, thinking, calls), "done": final}
@@ -108,20 +108,20 @@ class Answer:
         content, thinking, calls = final.content, "", []
         if self.state is not None:
             self.state.update(final.content, is_partial=False)
-            m = self.state.msg
-            content, thinking, calls = m["content"], m["reasoning_content"], _tool_calls(self.state)
+            m = self.state.message
+            content, thinking, calls = m.content, m.reasoning, _tool_calls(m)
         return {**self._head(), **self._body(content, thinking, calls), "done": True, **_stats(final, self.t0)}
 
 
-def _tool_calls(state: ChatState) -> list[dict[str, Any]]:
+def _tool_calls(message: ParsedMessage) -> list[dict[str, Any]]:
     """The parsed tool calls, arguments as objects (Ollama's shape)."""
     out = []
-    for i, call in enumerate(state.msg["tool_calls"]):
+    for i, call in enumerate(message.tool_calls):
         try:
-            args = json.loads(call["arguments"] or "{}")
+            args = json.loads(call.arguments or "{}")
         except ValueError:
             args = {}
-        out.append({"function": {"index": i, "name": call["name"], "arguments": args}})
+        out.append({"function": {"index": i, "name": call.name, "arguments": args}})
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -82,38 +82,58 @@ def logprobs(payload: CompletionResult) -> dict[str, Any] | None:
     return {"content": probs} if probs else None
 
 
-class TextAnswer:
-    """One ``/v1/completions`` answer (id, created, model) and the shapes of its choices and chunks."""
+def answer_head(state: AppState, id_prefix: str) -> dict[str, Any]:
+    """What every OpenAI answer and chunk of one request repeats: its id, time, model."""
+    return {
+        "id": id_prefix + uuid.uuid4().hex[:24],
+        "created": int(time.time()),
+        "model": state.model_name,
+        "system_fingerprint": state.fingerprint,
+    }
 
-    object = "text_completion"
-    id_prefix = "cmpl-"
-    parses_text = False  # a chat answer parses its whole text for each render: its tokens coalesce
+
+def whole_answer(
+    head: dict[str, Any],
+    kind: str,
+    finals: list[CompletionFinal],
+    choices: list[dict[str, Any]],
+    n_choices: int,
+    verbose: bool,
+) -> dict[str, Any]:
+    """An OpenAI answer (``kind``: its object) from its final results and their rendered choices;
+    its usage counts each prompt once (``n_choices``: the request's n)."""
+    out = {"choices": choices, **head, "object": kind, "usage": usage(finals, n_choices), "timings": finals[0].timings}
+    if verbose:  # llama-server's debugging extra: the native answer
+        out["__verbose"] = finals[0].native()
+    return out
+
+
+class OpenAIAnswer(Protocol):
+    """An OpenAI route's answer: whole, or as the chunks of each result (``coalesce``: the
+    tokens that came together are rendered as one, see ``Bridge.stream``)."""
+
+    coalesce: bool
+
+    def whole(self, finals: list[CompletionFinal]) -> dict[str, Any]: ...
+
+    def chunks(self, r: Result) -> list[Any]: ...
+
+
+class TextAnswer:
+    """One ``/v1/completions`` answer: its choices and chunks."""
+
+    coalesce = False  # rendering a token costs little: each goes out as it came
 
     def __init__(self, state: AppState, include_usage: bool, verbose: bool = False, n_choices: int = 1) -> None:
-        self.include_usage = include_usage
-        self.verbose = verbose
-        self.n_choices = n_choices  # the request's n: its usage counts each prompt once
-        self.head = {
-            "id": self.id_prefix + uuid.uuid4().hex[:24],
-            "created": int(time.time()),
-            "model": state.model_name,
-            "system_fingerprint": state.fingerprint,
-        }
+        self.include_usage, self.verbose, self.n_choices = include_usage, verbose, n_choices
+        self.head = answer_head(state, "cmpl-")
 
     def whole(self, finals: list[CompletionFinal]) -> dict[str, Any]:
-        out = {
-            "choices": [self.choice(p) for p in finals],
-            **self.head,
-            "object": self.object,
-            "usage": usage(finals, self.n_choices),
-            "timings": finals[0].timings,
-        }
-        if self.verbose:  # llama-server's debugging extra: the native answer
-            out["__verbose"] = finals[0].native()
-        return out
-
-    def choice(self, p: CompletionFinal) -> dict[str, Any]:
-        return {"text": p.content, "index": p.index, "logprobs": logprobs(p), "finish_reason": p.finish_reason}
+        choices = [
+            {"text": p.content, "index": p.index, "logprobs": logprobs(p), "finish_reason": p.finish_reason}
+            for p in finals
+        ]
+        return whole_answer(self.head, "text_completion", finals, choices, self.n_choices, self.verbose)
 
     def chunks(self, r: Result) -> list[Any]:
         p = completion_step(r)
@@ -129,7 +149,7 @@ class TextAnswer:
                 }
             ],
             **self.head,
-            "object": self.object,
+            "object": "text_completion",
         }
         if isinstance(p, CompletionFinal):
             chunk["usage"] = usage([p])
@@ -138,9 +158,9 @@ class TextAnswer:
         return [chunk]
 
 
-async def answer(request: Request, state: AppState, tasks: list[CompletionTask], shape: TextAnswer) -> Response:
+async def answer(request: Request, state: AppState, tasks: list[CompletionTask], shape: OpenAIAnswer) -> Response:
     if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, shape.chunks, done="[DONE]", coalesce=shape.parses_text)
+        return await state.bridge.stream(tasks, shape.chunks, done="[DONE]", coalesce=shape.coalesce)
     return JSONResponse(shape.whole(await state.bridge.run_to_end(request, tasks, CompletionFinal)))
 
 

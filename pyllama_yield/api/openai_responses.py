@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..queue import Result
-from ..server.chat import ChatState, new_id
+from ..server.chat_message import ChatChoices, MessageDelta, ParsedMessage, ToolCall, new_id
 from ..server.results import CompletionFinal, PromptProgress, completion_step
 from .app_state import AppState, json_body
-from .chat import ChatCompletionsAnswer, answer_with_events, chat_tasks, count_chat_tokens
+from .chat import answer_with_events, chat_tasks, count_chat_tokens
 from .errors import ApiError
 
 __all__ = ["count_tokens", "responses", "responses_to_chat"]
@@ -151,11 +151,12 @@ def _usage(p: CompletionFinal) -> dict[str, Any]:
     }
 
 
-class ResponseAnswer(ChatCompletionsAnswer):
+class ResponseAnswer:
     """The chat's answer as a Responses object, or as its stream of named events."""
 
     def __init__(self, state: AppState, parse: dict[str, Any]) -> None:
-        super().__init__(state, include_usage=False, verbose=False, parse=parse)
+        self.model = state.model_name
+        self.choices = ChatChoices(parse)  # one: a Responses request has no n
         self.id = "resp_" + new_id()
         self.msg_id, self.rs_id = "msg_" + new_id(), "rs_" + new_id()
         self.created = int(time.time())
@@ -165,13 +166,13 @@ class ResponseAnswer(ChatCompletionsAnswer):
         self.sequence = 0
         self.output_index: dict[str, int] = {}
 
-    def _items(self, st: ChatState) -> list[dict[str, Any]]:
-        m, out = st.msg, []
-        if m["reasoning_content"]:
-            out.append(self._reasoning(m["reasoning_content"]))
-        if m["content"]:
-            out.append(self._message(m["content"]))
-        out += [self._call(c, "completed") for c in m["tool_calls"]]
+    def _items(self, m: ParsedMessage) -> list[dict[str, Any]]:
+        out = []
+        if m.reasoning:
+            out.append(self._reasoning(m.reasoning))
+        if m.content:
+            out.append(self._message(m.content))
+        out += [self._call(c, "completed") for c in m.tool_calls]
         return out
 
     def _reasoning(self, text: str) -> dict[str, Any]:
@@ -189,26 +190,26 @@ class ResponseAnswer(ChatCompletionsAnswer):
         }
 
     @staticmethod
-    def _call(call: dict[str, Any], status: str) -> dict[str, Any]:
+    def _call(call: ToolCall, status: str) -> dict[str, Any]:
         return {
-            "id": "fc_" + call["id"],
+            "id": "fc_" + call.id,
             "type": "function_call",
             "status": status,
-            "arguments": call["arguments"],
-            "call_id": "call_" + call["id"],
-            "name": call["name"],
+            "arguments": call.arguments,
+            "call_id": "call_" + call.id,
+            "name": call.name,
         }
 
     def response(self, p: CompletionFinal) -> dict[str, Any]:
-        st = self._state(p.index)
+        st = self.choices[p.index]
         st.update(p.content, is_partial=False)
         return {
             "completed_at": int(time.time()),
             "created_at": self.created,
             "id": self.id,
-            "model": self.head["model"],
+            "model": self.model,
             "object": "response",
-            "output": self._items(st),
+            "output": self._items(st.message),
             "status": "completed",
             "usage": _usage(p),
             "timings": p.timings,
@@ -237,7 +238,7 @@ class ResponseAnswer(ChatCompletionsAnswer):
             "object": "response",
             "created_at": self.created,
             "status": status,
-            "model": self.head["model"],
+            "model": self.model,
             "output": [],
         }
 
@@ -253,36 +254,36 @@ class ResponseAnswer(ChatCompletionsAnswer):
             ]
         elif isinstance(p, PromptProgress):
             events.append(self._event("response.in_progress", response=head))
-        st = self._state(p.index)
+        st = self.choices[p.index]
         for d in st.update(p.content, is_partial=not p.stop):
-            events += self._delta_events(d, st)
+            events += self._delta_events(d)
         if isinstance(p, CompletionFinal):
-            events += self._done_events(st, p)
+            events += self._done_events(st.message, p)
         if events and isinstance(p, PromptProgress):
             events[-1]["data"]["prompt_progress"] = p.prompt_progress
         if events and p.timings is not None:
             events[-1]["data"]["timings"] = p.timings
         return events
 
-    def _delta_events(self, d: dict[str, Any], st: ChatState) -> list[dict[str, Any]]:
+    def _delta_events(self, d: MessageDelta) -> list[dict[str, Any]]:
         out = []
-        if "reasoning_content" in d:
+        if d.reasoning:
             if "reasoning" not in self.open:
                 self.open.add("reasoning")
                 out += self._open_reasoning()
-            out.append(self._item_event("response.reasoning_text.delta", self.rs_id, delta=d["reasoning_content"]))
-        if "content" in d:
+            out.append(self._item_event("response.reasoning_text.delta", self.rs_id, delta=d.reasoning))
+        if d.content:
             if "message" not in self.open:
                 self.open.add("message")
                 out += self._open_message()
-            out.append(self._item_event("response.output_text.delta", self.msg_id, delta=d["content"], logprobs=[]))
-        for call in d.get("tool_calls", []):
-            full = st.msg["tool_calls"][call["index"]]
-            if "id" in call:  # a new call
-                out.append(self._added({**self._call(full, "in_progress"), "arguments": ""}))
-            args = call.get("function", {}).get("arguments")
-            if args:
-                out.append(self._item_event("response.function_call_arguments.delta", "fc_" + full["id"], delta=args))
+            out.append(self._item_event("response.output_text.delta", self.msg_id, delta=d.content, logprobs=[]))
+        if d.call is not None:
+            if d.new_call:
+                out.append(self._added({**self._call(d.call, "in_progress"), "arguments": ""}))
+            if d.arguments:
+                out.append(
+                    self._item_event("response.function_call_arguments.delta", "fc_" + d.call.id, delta=d.arguments)
+                )
         return out
 
     def _open_reasoning(self) -> list[dict[str, Any]]:
@@ -294,29 +295,29 @@ class ResponseAnswer(ChatCompletionsAnswer):
         added = self._added(self._message("", "in_progress"))
         return [added, self._item_event("response.content_part.added", self.msg_id, part=part)]
 
-    def _done_events(self, st: ChatState, p: CompletionFinal) -> list[dict[str, Any]]:
-        m, out = st.msg, []
-        if m["reasoning_content"]:
+    def _done_events(self, m: ParsedMessage, p: CompletionFinal) -> list[dict[str, Any]]:
+        out = []
+        if m.reasoning:
             if self.rs_id not in self.output_index:
                 out += self._open_reasoning()
-            reasoning = self._reasoning(m["reasoning_content"])
-            out.append(self._item_event("response.reasoning_text.done", self.rs_id, text=m["reasoning_content"]))
+            reasoning = self._reasoning(m.reasoning)
+            out.append(self._item_event("response.reasoning_text.done", self.rs_id, text=m.reasoning))
             out.append(self._item_event("response.output_item.done", self.rs_id, item=reasoning))
-        if m["content"]:
+        if m.content:
             if self.msg_id not in self.output_index:
                 out += self._open_message()
-            part = self._message(m["content"])["content"][0]
-            out.append(self._item_event("response.output_text.done", self.msg_id, text=m["content"], logprobs=[]))
+            part = self._message(m.content)["content"][0]
+            out.append(self._item_event("response.output_text.done", self.msg_id, text=m.content, logprobs=[]))
             out.append(self._item_event("response.content_part.done", self.msg_id, part=part))
-            out.append(self._item_event("response.output_item.done", self.msg_id, item=self._message(m["content"])))
-        for c in m["tool_calls"]:
+            out.append(self._item_event("response.output_item.done", self.msg_id, item=self._message(m.content)))
+        for c in m.tool_calls:
             item = self._call(c, "completed")
             if item["id"] not in self.output_index:
                 out.append(self._added({**item, "status": "in_progress"}))
-            args = {"arguments": c["arguments"], "name": c["name"]}
+            args = {"arguments": c.arguments, "name": c.name}
             out.append(self._item_event("response.function_call_arguments.done", item["id"], **args))
             out.append(self._item_event("response.output_item.done", item["id"], item=item))
-        done = {**self._head("completed"), "output": self._items(st), "usage": _usage(p)}
+        done = {**self._head("completed"), "output": self._items(m), "usage": _usage(p)}
         out.append(self._event("response.completed", response=done))
         return out
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from ..queue import Result
-from ..server.chat import ChatState, chat_finish_reason
+from ..server.chat_message import ChatChoices, ChatState, chat_finish_reason
 from ..server.errors import EngineError, raise_for_error
 from ..server.results import CompletionFinal, completion_step
 from . import shapes
@@ -66,14 +66,14 @@ class ChatAnswer:
         self.parse = parse
         self.n_logprobs = n_logprobs
         self.forced = forced
-        self._states: dict[int, ChatState] = {}
+        self._choices = ChatChoices(parse)
 
     def _message(self, p: CompletionFinal) -> ChatCompletionMessage:
         if self.forced is not None:
             return shapes.forced_tool_message(self.forced, p.content, self.head, p.index)
         state = ChatState(self.parse)
         state.update(p.content, is_partial=False)
-        return state.oai_message()  # type: ignore[return-value]
+        return state.message.openai()  # type: ignore[return-value]
 
     def final(self, finals: list[CompletionFinal]) -> ChatCompletion:
         return shapes.chat(self.head, finals, [self._message(p) for p in finals], self.n_logprobs)
@@ -82,18 +82,18 @@ class ChatAnswer:
         p = completion_step(res)
         i = p.index
         out = []
-        if i not in self._states:
-            self._states[i] = ChatState(self.parse)
+        if i not in self._choices:
             out.append(shapes.chat_chunk(self.head, i, {"role": "assistant"}))
+        state = self._choices[i]
         if self.forced is not None:
             deltas = [self._forced_delta(i, p.content)] if p.content else []
         else:
-            deltas = self._states[i].update(p.content, is_partial=not p.stop)
+            deltas = [d.openai() for d in state.update(p.content, is_partial=not p.stop)]
         entries = p.probs if self.n_logprobs is not None else None
         lp = shapes.chat_logprobs(entries, self.n_logprobs or 0) if entries else None
         out += [shapes.chat_chunk(self.head, i, d, logprobs=lp) for d in deltas]
         if isinstance(p, CompletionFinal):
-            called = self.forced is not None or bool(self._states[i].msg["tool_calls"])
+            called = self.forced is not None or state.called_tools
             reason = cast(FinishReason, chat_finish_reason(p.finish_reason, called))
             out.append(shapes.chat_chunk(self.head, i, {}, reason))
         return out

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any, cast
 
-from ..server.chat import chat_finish_reason
+from ..server.chat_message import chat_finish_reason
 from ..server.results import CompletionFinal
 from ..server.results import usage as server_usage
 from .types import (

@@ -31,6 +31,7 @@ import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 from ..api import cors_proxy
 from ..api import tools as tool_routes
 from ..api.admin import WEBUI
+from ..api.app import ROUTES as MODEL_ROUTES
 from ..api.auth import authorized
 from ..api.errors import ApiError, error_response, failure_error
 from ..api.middleware import ServerMiddleware
@@ -49,16 +50,7 @@ __all__ = ["build_router_app"]
 
 log = logging.getLogger("pyllama_yield.router")
 
-# the routes a model serves, passed on by the router (llama-server's list)
-PROXIED_POST = (
-    "/completion", "/completions", "/v1/completions", "/chat/completions", "/v1/chat/completions",
-    "/v1/responses", "/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/embedding",
-    "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/tokenize",
-    "/detokenize", "/apply-template", "/chat/completions/input_tokens", "/v1/chat/completions/input_tokens",
-    "/responses/input_tokens", "/v1/responses/input_tokens", "/lora-adapters", "/slots/{id_slot}",
-    "/api/chat", "/api/generate", "/api/show", "/api/embed", "/api/embeddings",
-)  # fmt: skip
-PROXIED_GET = ("/metrics", "/lora-adapters", "/slots")
+PROXIED_GET = ("/metrics", "/lora-adapters", "/slots")  # GETs about one model: ``?model=`` names it
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
@@ -301,6 +293,14 @@ def _page(settings: ServerSettings) -> list[BaseRoute]:
     return [Route("/", index, methods=["GET"]), Mount("/", StaticFiles(directory=folder), name="webui")]
 
 
+def proxied_posts(own: list[tuple[str, Handler, list[str], bool]]) -> list[str]:
+    """Every POST route of a model's server that the router does not answer itself (``own``): the
+    request's ``model`` picks the instance it goes to."""
+    answered = {path for path, _, methods, _ in own if "POST" in methods}
+    paths = [path for path, _, methods, _ in MODEL_ROUTES if "POST" in methods and path not in answered]
+    return list(dict.fromkeys(paths))
+
+
 def build_router_app(router: ModelRouter, settings: ServerSettings, tools: ServerTools | None = None) -> Starlette:
     """``tools``: what ``/tools`` serves (``--tools`` and MCP servers; None: the route answers 403)."""
     h = RouterRoutes(router, settings)
@@ -328,9 +328,9 @@ def build_router_app(router: ModelRouter, settings: ServerSettings, tools: Serve
         ("/v1/stream", h.streams.get, ["GET"], False),
         ("/v1/stream", h.streams.delete, ["DELETE"], False),
         ("/v1/streams/lookup", h.streams.lookup, ["POST"], False),
-        *((path, h.proxy_post, ["POST"], False) for path in PROXIED_POST),
         *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
     ]
+    table += [(path, h.proxy_post, ["POST"], False) for path in proxied_posts(table)]
     routes: list[BaseRoute] = [
         Route(path, _endpoint(fn, keys, public), methods=methods) for path, fn, methods, public in table
     ]

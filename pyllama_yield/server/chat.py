@@ -4,21 +4,19 @@ Rendering (``oaicompat_chat_params_parse``'s template part) gives the prompt plu
 it: a grammar for tool calls (often lazy, with trigger words), tokens to keep whole, extra stop
 strings, and the output parser. Reading back (``common_chat_parse``) splits the model's text
 into ``content``, ``reasoning_content`` and ``tool_calls``, also while it streams (partial).
-Both are llama.cpp's own code (``common.ChatTemplates``, ``common.ChatParser``).
+Both are llama.cpp's own code (``common.ChatTemplates``, and ``common.ChatParser`` in ``chat_message.py``).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
-import string
 from typing import Any
 
-from ..common import ChatParser, ChatTemplates
+from ..common import ChatTemplates
 from ..llama import Model
 from .sampling import schema_or_any_object
 
-__all__ = ["Chat", "ChatState", "chat_finish_reason", "message_diffs"]
+__all__ = ["Chat"]
 
 
 class Chat:
@@ -119,82 +117,6 @@ def _continuation(body: dict[str, Any], inputs: dict[str, Any]) -> None:
         inputs["add_generation_prompt"] = False
     if continuing and body.get("add_generation_prompt", True):
         raise ValueError("Cannot set both add_generation_prompt and continue_final_message to true.")
-
-
-def new_id() -> str:
-    """32 random letters and digits: the ids of tool calls and of Responses items (as llama-server)."""
-    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
-
-
-def chat_finish_reason(reason: str, called_tools: bool) -> str:
-    """A chat answer that stopped having called tools finished for ``tool_calls`` (OpenAI's
-    reason); any other reason stays (a length cut stays ``length``)."""
-    return "tool_calls" if reason == "stop" and called_tools else reason
-
-
-class ChatState:
-    """One choice's answer as it grows: the parsed message so far, stable tool-call ids."""
-
-    def __init__(self, parse: dict[str, Any]) -> None:
-        self.parse = parse
-        self._parser: ChatParser | None = None  # made at the first text: an answer may have none
-        self.text = ""
-        self.msg: dict[str, Any] = {"role": "assistant", "content": "", "reasoning_content": "", "tool_calls": []}
-        self._ids: list[str] = []
-
-    def update(self, more: str, is_partial: bool) -> list[dict[str, Any]]:
-        """Add generated text; return the message's changes (OpenAI delta pieces)."""
-        self.text += more
-        try:
-            if self._parser is None:
-                self._parser = ChatParser(self.parse)
-            new = self._parser.parse(self.text, is_partial)
-        except ValueError:
-            if is_partial:
-                return []  # not parseable yet: wait for more
-            new = {"role": "assistant", "content": self.text, "reasoning_content": "", "tool_calls": []}
-        for i, call in enumerate(new["tool_calls"]):
-            if len(self._ids) <= i:
-                self._ids.append(call["id"] or new_id())
-            call["id"] = self._ids[i]
-        diffs = message_diffs(self.msg, new)
-        self.msg = new
-        return diffs
-
-    def oai_message(self) -> dict[str, Any]:
-        m = self.msg
-        out: dict[str, Any] = {
-            "role": "assistant",
-            "content": m["content"] if m["content"] or not m["tool_calls"] else None,
-        }
-        if m["reasoning_content"]:
-            out["reasoning_content"] = m["reasoning_content"]
-        if m["tool_calls"]:
-            out["tool_calls"] = [
-                {"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}, "id": c["id"]}
-                for c in m["tool_calls"]
-            ]
-        return out
-
-
-def message_diffs(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
-    """OpenAI streaming deltas from one parsed message to the next (``compute_diffs``)."""
-    out: list[dict[str, Any]] = []
-    if new["reasoning_content"] != old["reasoning_content"] and new["reasoning_content"].startswith(
-        old["reasoning_content"]
-    ):
-        out.append({"reasoning_content": new["reasoning_content"][len(old["reasoning_content"]) :]})
-    if new["content"] != old["content"] and new["content"].startswith(old["content"]):
-        out.append({"content": new["content"][len(old["content"]) :]})
-    for i, call in enumerate(new["tool_calls"]):
-        prev = old["tool_calls"][i] if i < len(old["tool_calls"]) else None
-        if prev is None or prev["name"] != call["name"]:
-            function = {"name": call["name"], "arguments": call["arguments"]}
-            out.append({"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": function}]})
-        elif call["arguments"] != prev["arguments"] and call["arguments"].startswith(prev["arguments"]):
-            more = call["arguments"][len(prev["arguments"]) :]
-            out.append({"tool_calls": [{"index": i, "function": {"arguments": more}}]})
-    return out
 
 
 def _reasoning_budget(body: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
