@@ -259,8 +259,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if final:
             t = final.timings
             print(
-                f"[{t['prompt_n']} prompt tokens at {t['prompt_per_second']:.1f} t/s, "
-                f"{t['predicted_n']} generated at {t['predicted_per_second']:.1f} t/s]",
+                f"[{t.prompt_n} prompt tokens at {t.prompt_per_second:.1f} t/s, "
+                f"{t.predicted_n} generated at {t.predicted_per_second:.1f} t/s]",
                 file=sys.stderr,
             )
     return 0

@@ -44,7 +44,7 @@ def test_a_prefix_older_than_the_window_is_evaluated_again(srv: Engine):
     fresh = reference(srv, A[:100] + Z)
     complete(srv, A)
     again = complete(srv, A[:100] + Z)
-    assert again.timings["cache_n"] == 0  # its window is gone and no checkpoint is that old
+    assert again.timings.cache_n == 0  # its window is gone and no checkpoint is that old
     assert again.tokens == fresh
 
 
@@ -54,7 +54,7 @@ def test_a_checkpoint_near_the_prompt_end_is_restored(srv: Engine):
     complete(srv, A, n_predict=300)  # the window moves ~300 positions past the prompt
     again = complete(srv, prompt)
     # the checkpoint before the prompt's last 4 tokens (396) is the newest one at or before 398
-    assert again.timings["cache_n"] == 395
+    assert again.timings.cache_n == 395
     assert again.tokens == fresh
 
 
@@ -63,7 +63,7 @@ def test_a_prefix_inside_the_window_is_reused_without_a_checkpoint(srv: Engine):
     fresh = reference(srv, prompt)
     complete(srv, A)
     again = complete(srv, prompt)
-    assert again.timings["cache_n"] == 390
+    assert again.timings.cache_n == 390
     assert again.tokens == fresh
 
 
@@ -77,11 +77,11 @@ def test_a_repeated_short_prompt_goes_back_to_its_checkpoint_as_in_llama_server(
     reference(srv, prompt)
     first = complete(srv, prompt)
     again = complete(srv, prompt)
-    assert first.timings["cache_n"] == 0
+    assert first.timings.cache_n == 0
     # the checkpoint holds positions 0..1 (the 2 tokens before the last 4); llama-server goes on
     # from its last position, 1, and evaluates the 5 tokens after it
-    assert again.timings["cache_n"] == 1
-    assert again.timings["prompt_n"] == 5
+    assert again.timings.cache_n == 1
+    assert again.timings.prompt_n == 5
 
 
 def test_no_checkpoints_means_no_reuse_past_the_window(tmp_path):
@@ -93,7 +93,7 @@ def test_no_checkpoints_means_no_reuse_past_the_window(tmp_path):
         fresh = reference(s, prompt)
         complete(s, A, n_predict=300)
         again = complete(s, prompt)
-        assert again.timings["cache_n"] == 0
+        assert again.timings.cache_n == 0
         assert again.tokens == fresh
 
 

@@ -49,7 +49,7 @@ def test_pre_sampling_probs_shape_and_values(srv):
     out = run(srv, prompt="Hello", n_probs=5, n_predict=4)[0]
     probs = out.probs
     assert len(probs) == 4
-    for entry in probs:
+    for entry in (e.json() for e in probs):  # llama-server's completion_probabilities entries
         assert set(entry) == {"id", "token", "bytes", "logprob", "top_logprobs"}
         tops = entry["top_logprobs"]
         assert len(tops) == 5 and tops[0]["id"] == entry["id"]  # greedy: the sampled token is the top one
@@ -61,7 +61,7 @@ def test_pre_sampling_probs_shape_and_values(srv):
 
 def test_post_sampling_probs_follow_the_chain(srv):
     out = run(srv, prompt="Hello", n_probs=3, post_sampling_probs=True, temperature=1.0, top_k=2, seed=4)[0]
-    for entry in out.probs:
+    for entry in (e.json() for e in out.probs):
         assert set(entry) == {"id", "token", "bytes", "prob", "top_probs"}
         tops = entry["top_probs"]
         assert 1 <= len(tops) <= 2  # top_k=2 left two candidates (zero-probability ones are dropped)
@@ -121,7 +121,7 @@ def test_n_predict_zero_return_tokens_and_settings(srv):
     out = run(srv, prompt="Hello", n_predict=3, ignore_eos=True)[0]
     assert out.tokens == []  # only with return_tokens
     assert out.generation_settings["n_predict"] == 3 and out.prompt == "Hello"
-    assert {"prompt_per_token_ms", "predicted_per_token_ms"} <= set(out.timings)
+    assert {"prompt_per_token_ms", "predicted_per_token_ms"} <= set(out.timings.json())
 
 
 def test_context_overflow_names_the_sizes(srv):
@@ -172,7 +172,7 @@ def test_context_shift_keeps_generating_past_the_context(tiny_model_path):
     ) as speculative:
         spec = run(speculative, **body)[0]
     assert spec.tokens_predicted == 600 and spec.truncated
-    assert spec.content == out.content and spec.timings["draft_n_accepted"] > 0
+    assert spec.content == out.content and spec.timings.draft_n_accepted > 0
 
 
 def test_a_full_unified_cache_frees_idle_slots_then_fails_in_llama_servers_words(tiny_model_path):
@@ -203,9 +203,9 @@ def test_timings_count_decode_steps_and_progress_carries_them(tiny_model_path):
     generated token has no generation rate; prompt progress starts at 0 % and, with
     ``timings_per_token``, every progress event has timings whose prompt time only grows."""
     with Engine.create(tiny_model_path, n_ctx=512, n_batch=32, n_threads=1) as srv:
-        one = run(srv, prompt="Hello", n_predict=1)[0].timings
+        one = run(srv, prompt="Hello", n_predict=1)[0].timings.json()  # llama-server's timings object
         assert (one["predicted_n"], one["predicted_per_second"], one["predicted_per_token_ms"]) == (1, 0.0, 0.0)
-        t = run(srv, prompt="Hello", n_predict=16, ignore_eos=True)[0].timings
+        t = run(srv, prompt="Hello", n_predict=16, ignore_eos=True)[0].timings.json()
         assert math.isclose(t["predicted_per_second"], 15 * 1e3 / t["predicted_ms"], rel_tol=1e-9)
         assert math.isclose(t["predicted_per_token_ms"], t["predicted_ms"] / 15, rel_tol=1e-9)
 
@@ -220,8 +220,8 @@ def test_timings_count_decode_steps_and_progress_carries_them(tiny_model_path):
     assert len(progress) >= 3 and all(e.timings is not None for e in progress)
     first = progress[0]
     assert first.processed == 0 and first.native()["prompt_progress"]["processed"] == 0
-    assert (first.timings["prompt_n"], first.timings["prompt_ms"], first.timings["predicted_n"]) == (0, 0, 0)
-    prompt_ms = [e.timings["prompt_ms"] for e in progress]
+    assert (first.timings.prompt_n, first.timings.prompt_ms, first.timings.predicted_n) == (0, 0, 0)
+    prompt_ms = [e.timings.prompt_ms for e in progress]
     assert prompt_ms == sorted(prompt_ms) and prompt_ms[-1] > 0
     assert progress[-1].processed == progress[-1].total
 
@@ -239,15 +239,15 @@ def test_prompt_logprobs_rate_every_prompt_token_even_over_several_batches(tiny_
         again = run(small, **body)[0]  # the whole prompt is cached now: it is evaluated anyway
         plain = run(small, prompt=tokens, n_predict=1, temperature=0.0)[0]
     entries = first.prompt_probs
-    assert [e["id"] for e in entries] == tokens[1:]
-    assert all(e["logprob"] <= 0 and len(e["top_logprobs"]) == 3 for e in entries)
-    assert [e["logprob"] for e in again.prompt_probs] == pytest.approx([e["logprob"] for e in entries])
-    assert again.timings["cache_n"] == 0 and plain.prompt_probs is None
+    assert [e.id for e in entries] == tokens[1:]
+    assert all(e.logprob <= 0 and len(e.top) == 3 for e in entries)
+    assert [e.logprob for e in again.prompt_probs] == pytest.approx([e.logprob for e in entries])
+    assert again.timings.cache_n == 0 and plain.prompt_probs is None
     # position p's logits are the ones a completion of tokens[:p+1] samples from
     with Engine.create(tiny_model_path, n_ctx=512, n_threads=1) as ref:
         nxt = run(ref, prompt=tokens[:5], n_predict=1, temperature=0.0, n_probs=1)[0]
-    top = nxt.probs[0]["top_logprobs"][0]
-    assert (top["id"], top["logprob"]) == (
-        entries[4]["top_logprobs"][0]["id"],
-        pytest.approx(entries[4]["top_logprobs"][0]["logprob"], abs=1e-3),
+    top = nxt.probs[0].top[0]
+    assert (top.id, top.logprob) == (
+        entries[4].top[0].id,
+        pytest.approx(entries[4].top[0].logprob, abs=1e-3),
     )

@@ -99,7 +99,7 @@ def test_warmup_decodes_once_on_the_loop_thread_and_leaves_no_trace(tiny_model_p
         loop = engine.core._loop_thread
         assert loop is not None
         assert seen == ([(loop.ident, -1)] if warmup else [])
-    assert r.timings["cache_n"] == 0  # nothing of the warm-up was reused as a prompt
+    assert r.timings.cache_n == 0  # nothing of the warm-up was reused as a prompt
 
 
 def test_the_loop_reports_where_its_time_goes(tiny_model_path):

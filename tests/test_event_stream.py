@@ -98,10 +98,11 @@ def test_tokens_that_came_together_render_as_one_step():
     """A reader that fell behind gets one step per run of a task's tokens: text joined, tokens and
     probabilities in order; other tasks' results and the final one stay apart."""
     from pyllama_yield.queue import Result
+    from pyllama_yield.server.probs import TokenProb
     from pyllama_yield.server.results import TokenStep, coalesce_steps
 
     def step(task: int, text: str, token: int, probs: bool = False) -> Result:
-        p = TokenStep(0, text, [token], 0, token, 3, 0, probs=[{"id": token}] if probs else None)
+        p = TokenStep(0, text, [token], 0, token, 3, 0, probs=[TokenProb(token, b"", 1.0)] if probs else None)
         return Result(task, p, is_final=False)
 
     final = Result(1, "the end")
@@ -109,5 +110,10 @@ def test_tokens_that_came_together_render_as_one_step():
     assert [r.id for r in got] == [1, 2, 1, 1]
     first = got[0].payload
     assert isinstance(first, TokenStep)
-    assert (first.content, first.tokens, first.tokens_predicted, first.probs) == ("ab", [10, 11], 11, [{"id": 11}])
+    assert (first.content, first.tokens, first.tokens_predicted, first.probs) == (
+        "ab",
+        [10, 11],
+        11,
+        [TokenProb(11, b"", 1.0)],
+    )
     assert got[-1] is final and got[2].payload.content == "c"

@@ -81,8 +81,8 @@ def test_requests_choose_their_scales_and_mixed_slots_stay_apart(lora_server: En
     res = srv.complete({**GREEDY, "id_slot": 0, "lora": [{"id": 0, "scale": 0.0}]})
     assert res.tokens == base
     res = srv.complete({**GREEDY, "id_slot": 0})
-    assert res.tokens == applied and res.timings["cache_n"] == 0
-    assert srv.complete({**GREEDY, "id_slot": 0}).timings["cache_n"] > 0  # same scales: reused
+    assert res.tokens == applied and res.timings.cache_n == 0
+    assert srv.complete({**GREEDY, "id_slot": 0}).timings.cache_n > 0  # same scales: reused
     settings = srv.complete({**GREEDY, "lora": [{"id": 0, "scale": 0.5}]}).generation_settings
     assert settings["lora"] == [{"id": 0, "scale": 0.5}]
 

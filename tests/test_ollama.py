@@ -128,16 +128,14 @@ def test_langchain_chat_ollama_invokes_streams_and_takes_tools(base):
 def test_tool_calls_come_back_with_object_arguments():
     from pyllama_yield.api.ollama import Answer
     from pyllama_yield.server.chat_message import ParsedMessage, ToolCall
-    from pyllama_yield.server.results import CompletionFinal
+    from pyllama_yield.server.results import CompletionFinal, Timings
 
     answer = Answer(
         "m:latest", {"format": 0, "parser": "", "reasoning_format": "none", "parse_tool_calls": True}, chat=True
     )
     assert answer.state is not None
     answer.state.message = ParsedMessage(tool_calls=(ToolCall("x", "add", '{"a": 2, "b": 3}'),))
-    final = CompletionFinal(
-        0, "", [], 0, 9, 3, 0, {}, "", False, False, "eos", "", 12, {"prompt_ms": 1.0, "predicted_ms": 2.0}
-    )
+    final = CompletionFinal(0, "", [], 0, 9, 3, 0, {}, "", False, False, "eos", "", 12, Timings(0, 9, 1.0, 3, 2.0))
     answer.state.update = lambda text, is_partial: []  # type: ignore[method-assign]  # the message above stands
     out = answer.whole(final)
     assert out["message"]["tool_calls"] == [{"function": {"index": 0, "name": "add", "arguments": {"a": 2, "b": 3}}}]

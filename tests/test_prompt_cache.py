@@ -32,20 +32,20 @@ def srv(tmp_path_factory: pytest.TempPathFactory):
 
 def test_cache_reuse_shifts_repeated_chunks_and_generates_the_same(srv: Engine):
     fresh = complete(srv, X + Y + Z, cache_prompt=False)
-    assert fresh.timings["cache_n"] == 0
+    assert fresh.timings.cache_n == 0
 
     complete(srv, X + M + Y)
     plain = complete(srv, X + Y + Z)  # without reuse only the head is cached
-    assert plain.timings["cache_n"] == len(X)
+    assert plain.timings.cache_n == len(X)
 
     complete(srv, X + M + Y)
     reused = complete(srv, X + Y + Z, n_cache_reuse=8)
-    assert reused.timings["cache_n"] == len(X) + len(Y)
+    assert reused.timings.cache_n == len(X) + len(Y)
     assert reused.tokens == plain.tokens == fresh.tokens
 
     complete(srv, X + M + Y)
     short = complete(srv, X + Y[:5] + Z, n_cache_reuse=8)  # a repeat shorter than the minimum
-    assert short.timings["cache_n"] == len(X)
+    assert short.timings.cache_n == len(X)
 
 
 def test_cache_reuse_is_a_flag_and_a_request_field():
@@ -104,11 +104,11 @@ def test_idle_slots_go_to_host_memory_and_come_back(tiny_model_path):
     kw = dict(n_ctx=1024, n_parallel=2, kv_unified=True, n_threads=1, cache_ram_mib=100, cache_idle_slots=True)
     with Engine.create(tiny_model_path, **kw) as srv:
         first = ask(srv, long, id_slot=0)
-        assert first.timings["prompt_n"] == len(long)
+        assert first.timings.prompt_n == len(long)
         ask(srv, [7, 8, 9], id_slot=1)  # slot 0 is idle: saved to host memory, its cells freed
         assert srv.core.slots[0].cache_tokens == [] and srv.core.prompt_cache.states[0].tokens[: len(long)] == long
         again = ask(srv, long)
-        assert again.timings["cache_n"] == len(long) - 1 and again.timings["prompt_n"] == 1
+        assert again.timings.cache_n == len(long) - 1 and again.timings.prompt_n == 1
         assert again.tokens == first.tokens
     with Engine.create(tiny_model_path, **{**kw, "cache_ram_mib": 0}) as off:
         ask(off, long, id_slot=0)

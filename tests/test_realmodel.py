@@ -56,9 +56,9 @@ def test_json_schema_constrained_output(srv):
 
 def test_probabilities_are_sane(srv):
     out = srv.complete(greedy("Q: What is the capital of France?\nA:", 1, n_probs=5))
-    top = out.probs[0]["top_logprobs"]
-    assert "Paris" in [t["token"].strip() for t in top[:3]]
-    assert sum(2.718281828 ** t["logprob"] for t in top) <= 1.0 + 1e-4
+    top = out.probs[0].top
+    assert "Paris" in [t.token.strip() for t in top[:3]]
+    assert sum(2.718281828**t.logprob for t in top) <= 1.0 + 1e-4
 
 
 def test_speculative_decoding_with_the_target_as_draft(gemma, srv):
@@ -74,7 +74,7 @@ def test_speculative_decoding_with_the_target_as_draft(gemma, srv):
     for d, p in zip(drafted, plain, strict=True):
         assert d.tokens[:6] == p[:6]
         t = d.timings
-        assert t["draft_n"] > 0 and t["draft_n_accepted"] >= 0.7 * t["draft_n"], t
+        assert t.draft_n > 0 and t.draft_n_accepted >= 0.7 * t.draft_n, t
 
 
 # --- pyllama_yield.Llama: llama-cpp-python's README usage, unchanged but for the import ----------

@@ -265,7 +265,7 @@ def test_speculative_greedy_equals_plain_greedy(tiny_model_path, draft_model_pat
         assert r.tokens == alone[p]
     assert again.tokens == alone[PROMPTS[0]]
     assert m["draft_tokens"] > 0 and 0 <= m["draft_accepted"] <= m["draft_tokens"]
-    assert results[0].timings["draft_n"] > 0
+    assert results[0].timings.draft_n > 0
 
 
 def test_speculative_with_the_target_as_draft_accepts_everything(tiny_model_path, alone):
@@ -275,7 +275,7 @@ def test_speculative_with_the_target_as_draft_accepts_everything(tiny_model_path
     ) as srv:
         r = srv.complete(greedy(PROMPTS[3], 12))
     assert r.tokens == alone[PROMPTS[3]]
-    assert r.timings["draft_n_accepted"] == r.timings["draft_n"] > 0
+    assert r.timings.draft_n_accepted == r.timings.draft_n > 0
 
 
 def test_synthetic_acceptance_follows_its_rates_and_seed(tiny_model_path, draft_model_path):
@@ -295,16 +295,16 @@ def test_synthetic_acceptance_follows_its_rates_and_seed(tiny_model_path, draft_
     with serve([1.0] * 4) as srv:
         every = srv.complete(body)
         grammar = srv.complete({**body, "n_predict": 6, "grammar": 'root ::= "a"{5,5}'})
-    assert every.timings["draft_n_accepted"] == every.timings["draft_n"] > 0
+    assert every.timings.draft_n_accepted == every.timings.draft_n > 0
     assert every.tokens_predicted == 32 and every.stop_type == "limit"
     assert grammar.stop_type in ("eos", "limit")
     with serve([0.75 ** (i + 1) for i in range(4)]) as srv:
         a, b = srv.complete(body), srv.complete(body)
-    assert (a.timings["draft_n"], a.timings["draft_n_accepted"]) == (
-        b.timings["draft_n"],
-        b.timings["draft_n_accepted"],
+    assert (a.timings.draft_n, a.timings.draft_n_accepted) == (
+        b.timings.draft_n,
+        b.timings.draft_n_accepted,
     )
-    assert 0 < a.timings["draft_n_accepted"] < a.timings["draft_n"]
+    assert 0 < a.timings.draft_n_accepted < a.timings.draft_n
     with pytest.raises(ValueError, match="draft model"):
         Engine.create(tiny_model_path, n_ctx=256, synth_rates=[1.0])
 

@@ -7,7 +7,6 @@ The HTTP layer only posts tasks and reads results; it never calls llama.cpp. Nee
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -34,41 +33,34 @@ from . import (
     openai,
     openai_responses,
     openapi,
-    stream_routes,
+    resumable_routes,
     tools,
 )
 from .app_state import AppState
-from .auth import authorized
-from .errors import ApiError, error_response
+from .auth import guarded
+from .errors import ApiError
 from .middleware import ServerMiddleware
-from .streams import CONVERSATION_HEADER, RESUMABLE_PATHS
+from .resumable import CONVERSATION_HEADER, RESUMABLE_PATHS
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-log = logging.getLogger("pyllama_yield.api")
 
 
 def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
     """``fn`` behind the API key check (unless ``public``); a sleeping server is woken first
     unless the route answers from what sleep keeps (``wakes`` False)."""
 
-    async def wrapped(request: Request) -> Response:
+    async def run(request: Request) -> Response:
         state: AppState = request.app.state.pyllama
-        if not public and not authorized(request, state.settings.api_keys):
-            return error_response(ApiError("Invalid API Key", 401, "authentication_error"))
-        try:
-            if wakes and state.engine.is_sleeping:
-                await state.bridge.run(state.engine.wait_until_awake)
-            response = await fn(request)
-        except ApiError as exc:
-            return error_response(exc)
-        except Exception as exc:  # our own fault: a 500 in the error shape, the traceback in the log
-            log.exception("%s %s failed", request.method, request.url.path)
-            return error_response(ApiError(f"{type(exc).__name__}: {exc}", 500, "server_error"))
+        if wakes and state.engine.is_sleeping:
+            await state.bridge.run(state.engine.wait_until_awake)
+        response = await fn(request)
         conversation = request.headers.get(CONVERSATION_HEADER)
         if conversation and isinstance(response, StreamingResponse) and request.url.path in RESUMABLE_PATHS:
             return state.streams.resumable(conversation, response)  # the generation outlives its client
         return response
+
+    async def wrapped(request: Request) -> Response:
+        return await guarded(request, run, None if public else request.app.state.pyllama.settings.api_keys)
 
     return wrapped
 
@@ -132,9 +124,9 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/responses/input_tokens", openai_responses.count_tokens, ["POST"], False),
     ("/v1/messages", anthropic.messages, ["POST"], False),
     ("/v1/messages/count_tokens", anthropic.count_tokens, ["POST"], False),
-    ("/v1/stream", stream_routes.get_stream, ["GET"], False),
-    ("/v1/stream", stream_routes.delete_stream, ["DELETE"], False),
-    ("/v1/streams/lookup", stream_routes.lookup_streams, ["POST"], False),
+    ("/v1/stream", resumable_routes.get_stream, ["GET"], False),
+    ("/v1/stream", resumable_routes.delete_stream, ["DELETE"], False),
+    ("/v1/streams/lookup", resumable_routes.lookup_streams, ["POST"], False),
     ("/tools", tools.get_tools, ["GET"], False),
     ("/tools", tools.post_tools, ["POST"], False),
     ("/cors-proxy", cors_proxy.cors_proxy, ["GET"], False),

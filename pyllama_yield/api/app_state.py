@@ -13,7 +13,7 @@ from ..settings import ServerSettings
 from ..tools import ServerTools
 from .bridge import Bridge
 from .errors import ApiError
-from .streams import StreamSessions
+from .resumable import StreamSessions
 
 T = TypeVar("T")
 
@@ -77,17 +77,24 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def json_value(request: Request) -> Any:
-    """The request's JSON body, whatever its type (at most ``--max-body-size`` bytes)."""
-    state: AppState = request.app.state.pyllama
+async def json_value(request: Request, empty: Any = None) -> Any:
+    """The request's JSON body, whatever its type (at most ``--max-body-size`` bytes); ``empty``:
+    what an empty body reads as (None: it is malformed). The app's state (a model server's or
+    the router's) has the settings."""
+    settings: ServerSettings = request.app.state.pyllama.settings
+    raw = await read_body(request, settings.max_body_size)
+    if not raw and empty is not None:
+        return empty
     try:
-        return json.loads(await read_body(request, state.settings.max_body_size))
+        return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(f"malformed JSON body: {exc}") from exc
 
 
-async def json_body(request: Request) -> dict[str, Any]:
-    body = await json_value(request)
+async def json_body(request: Request, empty_is_object: bool = False) -> dict[str, Any]:
+    """The request's JSON object; ``empty_is_object``: an empty body reads as ``{}`` (the
+    router's own routes: a missing body means no fields)."""
+    body = await json_value(request, {} if empty_is_object else None)
     if not isinstance(body, dict):
         raise ApiError("the JSON body must be an object")
     return body

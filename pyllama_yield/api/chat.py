@@ -65,7 +65,7 @@ class ChatCompletionsAnswer:
             if self.include_usage:
                 out.append({"choices": [], **self.head, "object": "chat.completion.chunk", "usage": usage([p])})
         if out and p.timings is not None:
-            out[-1]["timings"] = p.timings
+            out[-1]["timings"] = p.timings.json()
         return out
 
 

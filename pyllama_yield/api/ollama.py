@@ -59,9 +59,9 @@ def _stats(final: CompletionFinal, t0: float) -> dict[str, Any]:
         "total_duration": int((time.perf_counter() - t0) * 1e9),
         "load_duration": 0,  # the model is loaded once, when the server starts
         "prompt_eval_count": final.tokens_evaluated,
-        "prompt_eval_duration": int(t["prompt_ms"] * 1e6),
+        "prompt_eval_duration": int(t.prompt_ms * 1e6),
         "eval_count": final.tokens_predicted,
-        "eval_duration": int(t["predicted_ms"] * 1e6),
+        "eval_duration": int(t.predicted_ms * 1e6),
     }
 
 

@@ -21,6 +21,18 @@ from .app_state import AppState, json_body
 from .protocol import completion_to_llama
 
 
+def model_entry(model_id: str, aliases: list[str], tags: list[str]) -> dict[str, Any]:
+    """What every entry of ``/v1/models`` starts with, a model server's and the router's alike."""
+    return {
+        "id": model_id,
+        "aliases": aliases,
+        "tags": tags,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "llamacpp",
+    }
+
+
 def models_json(state: AppState) -> dict[str, Any]:
     """``/v1/models`` as llama-server answers it: the OpenAI list, plus an Ollama-style ``models``."""
     info = state.engine.info
@@ -53,12 +65,7 @@ def models_json(state: AppState) -> dict[str, Any]:
         "object": "list",
         "data": [
             {
-                "id": name,
-                "aliases": aliases,
-                "tags": tags,
-                "object": "model",
-                "created": int(time.time()),
-                "owned_by": "llamacpp",
+                **model_entry(name, aliases, tags),
                 "meta": {
                     "n_vocab": info["n_vocab"],
                     "n_ctx": info["n_ctx_slot"],
@@ -79,7 +86,7 @@ async def models(request: Request) -> Response:
 
 def logprobs(payload: CompletionResult) -> dict[str, Any] | None:
     probs = payload.probs
-    return {"content": probs} if probs else None
+    return {"content": [e.json() for e in probs]} if probs else None
 
 
 def answer_head(state: AppState, id_prefix: str) -> dict[str, Any]:
@@ -102,7 +109,13 @@ def whole_answer(
 ) -> dict[str, Any]:
     """An OpenAI answer (``kind``: its object) from its final results and their rendered choices;
     its usage counts each prompt once (``n_choices``: the request's n)."""
-    out = {"choices": choices, **head, "object": kind, "usage": usage(finals, n_choices), "timings": finals[0].timings}
+    out = {
+        "choices": choices,
+        **head,
+        "object": kind,
+        "usage": usage(finals, n_choices),
+        "timings": finals[0].timings.json(),
+    }
     if verbose:  # llama-server's debugging extra: the native answer
         out["__verbose"] = finals[0].native()
     return out
@@ -154,7 +167,7 @@ class TextAnswer:
         if isinstance(p, CompletionFinal):
             chunk["usage"] = usage([p])
         if p.timings is not None:
-            chunk["timings"] = p.timings
+            chunk["timings"] = p.timings.json()
         return [chunk]
 
 

@@ -212,7 +212,7 @@ class ResponseAnswer:
             "output": self._items(st.message),
             "status": "completed",
             "usage": _usage(p),
-            "timings": p.timings,
+            "timings": p.timings.json(),
         }
 
     def _event(self, kind: str, /, **data: Any) -> dict[str, Any]:
@@ -262,7 +262,7 @@ class ResponseAnswer:
         if events and isinstance(p, PromptProgress):
             events[-1]["data"]["prompt_progress"] = p.prompt_progress
         if events and p.timings is not None:
-            events[-1]["data"]["timings"] = p.timings
+            events[-1]["data"]["timings"] = p.timings.json()
         return events
 
     def _delta_events(self, d: MessageDelta) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ import uuid
 from typing import Any, cast
 
 from ..server.chat_message import chat_finish_reason
+from ..server.probs import TokenProb
 from ..server.results import CompletionFinal
 from ..server.results import usage as server_usage
 from .types import (
@@ -48,19 +49,19 @@ def usage(finals: list[CompletionFinal]) -> Usage:
     }
 
 
-def completion_logprobs(entries: list[dict[str, Any]], n_top: int, offset: int) -> CompletionLogprobs:
+def completion_logprobs(entries: list[TokenProb], n_top: int, offset: int) -> CompletionLogprobs:
     """``completion_probabilities`` entries as llama-cpp-python's ``logprobs``: each token's
     top-``n_top`` alternatives with the sampled token always among them; ``offset`` is where the
     first token's text starts in the answer's text."""
     out: CompletionLogprobs = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
     for e in entries:
-        top = {t["token"]: t["logprob"] for t in e["top_logprobs"][:n_top]}
-        top[e["token"]] = e["logprob"]
+        top = {t.token: t.logprob for t in e.top[:n_top]}
+        top[e.token] = e.logprob
         out["text_offset"].append(offset)
-        out["token_logprobs"].append(e["logprob"])
-        out["tokens"].append(e["token"])
+        out["token_logprobs"].append(e.logprob)
+        out["tokens"].append(e.token)
         out["top_logprobs"].append(top)
-        offset += len(e["token"])
+        offset += len(e.token)
     return out
 
 
@@ -73,7 +74,7 @@ def _joined(a: CompletionLogprobs, b: CompletionLogprobs) -> CompletionLogprobs:
     }
 
 
-def echo_logprobs(entries: list[dict[str, Any]], first: str | None, n_top: int) -> CompletionLogprobs:
+def echo_logprobs(entries: list[TokenProb], first: str | None, n_top: int) -> CompletionLogprobs:
     """The echoed prompt's logprobs (``prompt_probabilities`` rate prompt tokens 1..n-1); the
     first listed token has none, as in OpenAI's and llama-cpp-python's answers, and a leading BOS
     (``first`` None) is not listed."""
@@ -138,15 +139,13 @@ def completion_chunk(
     }
 
 
-def chat_logprobs(entries: list[dict[str, Any]], n_top: int) -> ChatLogprobs:
+def chat_logprobs(entries: list[TokenProb], n_top: int) -> ChatLogprobs:
     content: list[TokenLogprob] = [
         {
-            "token": e["token"],
-            "logprob": e["logprob"],
-            "bytes": e["bytes"],
-            "top_logprobs": [
-                {"token": t["token"], "logprob": t["logprob"], "bytes": t["bytes"]} for t in e["top_logprobs"][:n_top]
-            ],
+            "token": e.token,
+            "logprob": e.logprob,
+            "bytes": list(e.piece),
+            "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.piece)} for t in e.top[:n_top]],
         }
         for e in entries
     ]

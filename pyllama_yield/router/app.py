@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,10 +31,12 @@ from ..api import cors_proxy
 from ..api import tools as tool_routes
 from ..api.admin import WEBUI
 from ..api.app import ROUTES as MODEL_ROUTES
-from ..api.auth import authorized
+from ..api.app_state import json_body
+from ..api.auth import guarded
 from ..api.errors import ApiError, error_response, failure_error
 from ..api.middleware import ServerMiddleware
-from ..api.streams import CONVERSATION_HEADER
+from ..api.openai import model_entry
+from ..api.resumable import CONVERSATION_HEADER
 from ..server.errors import EngineFailure, ErrorKind
 from ..settings import ServerSettings
 from ..tools import ServerTools
@@ -44,7 +45,7 @@ from .downloads import Download, Downloads
 from .instances import Instance
 from .proxy import ModelProxy
 from .registry import ModelRouter, RouterError
-from .streams import Conversations, StreamRoutes
+from .resumable import Conversations, StreamRoutes
 
 __all__ = ["build_router_app"]
 
@@ -58,18 +59,8 @@ T = TypeVar("T")
 
 def _listed(model_id: str, status: dict[str, Any], source: str, **more: Any) -> dict[str, Any]:
     """One entry of ``GET /models``, in llama-server's shape."""
-    return {
-        "id": model_id,
-        "aliases": [],
-        "tags": [],
-        "object": "model",
-        "owned_by": "llamacpp",
-        "created": int(time.time()),
-        "status": status,
-        "source": source,
-        "can_remove": source == "cache",
-        **more,
-    }
+    entry = model_entry(model_id, [], [])
+    return {**entry, "status": status, "source": source, "can_remove": source == "cache", **more}
 
 
 def model_json(inst: Instance) -> dict[str, Any]:
@@ -141,7 +132,7 @@ class RouterRoutes:
         return JSONResponse({"data": data, "object": "list"})
 
     async def download(self, request: Request) -> Response:
-        await self.downloads.start((await _json(request)).get("model"))
+        await self.downloads.start((await json_body(request, empty_is_object=True)).get("model"))
         return JSONResponse({"success": True})
 
     async def remove(self, request: Request) -> Response:
@@ -156,14 +147,14 @@ class RouterRoutes:
             self.router.events.unsubscribe, queue))  # fmt: skip
 
     async def load(self, request: Request) -> Response:
-        inst = self.router.find(str((await _json(request)).get("model", "")))
+        inst = self.router.find(str((await json_body(request, empty_is_object=True)).get("model", "")))
         if inst is None:
             raise ApiError("model is not found", 404, "not_found_error")
         self.router.load_in_background(inst)
         return JSONResponse({"success": True})
 
     async def unload(self, request: Request) -> Response:
-        name = str((await _json(request)).get("model", ""))
+        name = str((await json_body(request, empty_is_object=True)).get("model", ""))
         if name in self.downloads.active:  # llama-server: unloading a download cancels it
             await self.downloads.remove(name)
             return JSONResponse({"success": True})
@@ -199,7 +190,7 @@ class RouterRoutes:
 
     async def pull(self, request: Request) -> Response:
         """Ollama's ``/api/pull``: NDJSON progress (or, with ``stream: false``, the last status)."""
-        body = await _json(request)
+        body = await json_body(request, empty_is_object=True)
         events = ollama.pull(self.router, body, self.settings.hf_token)
         try:
             first = await events.__anext__()  # a bad name: a plain error
@@ -222,7 +213,7 @@ class RouterRoutes:
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
     async def delete(self, request: Request) -> Response:
-        await self.downloads.remove(ollama.removable(self.router, await _json(request)))
+        await self.downloads.remove(ollama.removable(self.router, await json_body(request, empty_is_object=True)))
         return Response(status_code=200)
 
     async def proxy_get(self, request: Request) -> Response:
@@ -234,38 +225,27 @@ async def _answered(response: Response) -> Response:
     return response
 
 
-async def _json(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError:
-        raise ApiError("the request body is not JSON") from None
-    if not isinstance(body, dict):
-        raise ApiError("the request body must be a JSON object")
-    return body
-
-
 def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
     async def wrapped(request: Request) -> Response:
         ollama_shape = request.url.path.startswith("/api/")
 
-        def refuse(exc: ApiError, unknown_model: bool = False) -> Response:
-            if ollama_shape:  # Ollama's clients read {"error": "..."}, and a 404 for an unknown model
-                return JSONResponse({"error": str(exc)}, status_code=404 if unknown_model else exc.status)
-            return error_response(exc)
+        async def run(request: Request) -> Response:
+            try:
+                return await fn(request)
+            except RouterError as exc:
+                error = failure_error(EngineFailure(str(exc), exc.kind))
+                if ollama_shape and exc.kind is ErrorKind.UNKNOWN_MODEL:
+                    error.status = 404  # Ollama's clients expect a 404 for a model it does not have
+                raise error from None
 
-        if not public and not authorized(request, keys):
-            return refuse(ApiError("Invalid API Key", 401, "authentication_error"))
-        try:
-            return await fn(request)
-        except RouterError as exc:
-            return refuse(failure_error(EngineFailure(str(exc), exc.kind)), exc.kind is ErrorKind.UNKNOWN_MODEL)
-        except ApiError as exc:
-            return refuse(exc)
-        except Exception as exc:  # our own fault: a 500 in the error shape, the traceback in the log
-            log.exception("%s %s failed", request.method, request.url.path)
-            return error_response(ApiError(f"{type(exc).__name__}: {exc}", 500, "server_error"))
+        return await guarded(request, run, None if public else keys, _ollama_error if ollama_shape else error_response)
 
     return wrapped
+
+
+def _ollama_error(exc: ApiError) -> Response:
+    """Ollama's clients read ``{"error": "..."}``."""
+    return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
 
 async def _watch_idle(router: ModelRouter, client: httpx.AsyncClient) -> None:

@@ -52,7 +52,7 @@ class SlotEmitter:
         if cancelled:
             self.responses.send(error_result(s.id_task, "cancelled", ErrorKind.CANCELLED))
         else:
-            self.responses.send(Result(s.id_task, final_result(s, stop, s.text.take_sendable(True))))
+            self.responses.send(Result(s.id_task, final_result(s, stop, s.completion_text.take_sendable(True))))
         self._stats.add_prediction(len(s.generated), s.gen_seconds())
         self._stats.add(requests_finished=1)
         self.release(s)

@@ -6,7 +6,6 @@ vectors or score. A slot that ends goes to the emitter, which sends its final re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from ..common import sample_and_accept_many
 from ..llama import LlamaError, Vocab
@@ -16,7 +15,7 @@ from .emitter import SlotEmitter
 from .errors import ErrorKind
 from .kv_caches import KvCaches
 from .metrics import PhaseClock, Stats
-from .probs import prompt_chunk_probs, token_probs
+from .probs import TokenProb, prompt_chunk_probs, token_probs
 from .results import EmbeddingVectors, RerankScore, token_step
 from .slot import Slot, StopType, now
 
@@ -127,14 +126,14 @@ class DecodeOutputs:
         self.accept(s, tok, probs)
         return tok
 
-    def accept(self, s: Slot, tok: int, probs: dict[str, Any] | None) -> None:
+    def accept(self, s: Slot, tok: int, probs: TokenProb | None) -> None:
         """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
         p = s.completion.params
         s.t_gen_last = now()
         piece = self._vocab.token_to_piece(tok)
         stop = s.add_token(tok, tok in self._eog, piece, self._n_ctx_slot, self._context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
-            content = s.text.take_sendable(stop is not StopType.NONE)
+            content = s.completion_text.take_sendable(stop is not StopType.NONE)
             self._clock.lap("stop")
             self._emitter.send(Result(s.id_task, token_step(s, tok, content, probs), is_final=False))
         self._clock.lap("post" if p.stream else "stop")
@@ -144,7 +143,11 @@ class DecodeOutputs:
 
     def record_prompt_probs(self, s: Slot, n: int) -> None:
         """The probabilities of the ``n`` prompt tokens just decoded (``prompt_logprobs``)."""
-        s.prompt_probs.extend(prompt_chunk_probs(self._kv.ctx, s, n, self._vocab.token_to_piece))
+        n_top = s.completion.params.prompt_logprobs
+        chunk = prompt_chunk_probs(
+            self._kv.ctx, s.prompt_tokens, s.n_prompt_done, s.i_batch_first, n, n_top, self._vocab.token_to_piece
+        )
+        s.prompt_probs.extend(chunk)
 
     def send_embedding(self, s: Slot, n_last: int) -> None:
         """The answer of an embedding task whose last batch (``n_last`` tokens: the text after its

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     from ..llama import Context
-    from .slot import Slot
 
-__all__ = ["ProbsEntry", "post_sampling", "pre_sampling", "prompt_chunk_probs", "token_probs", "valid_utf8"]
+__all__ = ["TokenProb", "post_sampling", "pre_sampling", "prompt_chunk_probs", "token_probs", "valid_utf8"]
 
 # llama-server reports log(0) as the lowest float, since JSON has no -infinity
 LOWEST_FLOAT = float(np.finfo(np.float32).min)
-
-ProbsEntry = dict[str, Any]
 
 
 def valid_utf8(piece: bytes) -> str:
@@ -39,16 +37,35 @@ def _log(p: float) -> float:
     return math.log(p) if p > 0 else LOWEST_FLOAT
 
 
-def _entry(token: int, piece: bytes, p: float, post: bool) -> ProbsEntry:
-    return {
-        "id": token,
-        "token": valid_utf8(piece),
-        "bytes": list(piece),
-        **({"prob": p} if post else {"logprob": _log(p)}),
-    }
+@dataclass(frozen=True)
+class TokenProb:
+    """One token's probability: from the raw logits (``post`` False, reported as a log-probability)
+    or after the whole sampler chain (``post``, reported as a probability); a sampled token carries
+    its alternatives (``top``). ``json()`` is llama-server's ``completion_probabilities`` entry."""
+
+    id: int
+    piece: bytes
+    p: float
+    post: bool = False
+    top: tuple[TokenProb, ...] = ()
+
+    @property
+    def token(self) -> str:
+        return valid_utf8(self.piece)
+
+    @property
+    def logprob(self) -> float:
+        return _log(self.p)
+
+    def json(self, with_top: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "token": self.token, "bytes": list(self.piece)}
+        out.update({"prob": self.p} if self.post else {"logprob": self.logprob})
+        if with_top:
+            out["top_probs" if self.post else "top_logprobs"] = [t.json(with_top=False) for t in self.top]
+        return out
 
 
-def pre_sampling(logits: np.ndarray, token: int, n: int, piece: Callable[[int], bytes]) -> ProbsEntry:
+def pre_sampling(logits: np.ndarray, token: int, n: int, piece: Callable[[int], bytes]) -> TokenProb:
     """The sampled ``token`` and the ``n`` most likely ones, from the raw logits of its output."""
     shifted = np.exp(logits - logits.max(), dtype=np.float64)
     probs = shifted / shifted.sum()
@@ -60,7 +77,7 @@ def pre_sampling(logits: np.ndarray, token: int, n: int, piece: Callable[[int], 
 
 def post_sampling(
     ids: np.ndarray, probs: np.ndarray, p_token: float, token: int, piece: Callable[[int], bytes]
-) -> ProbsEntry:
+) -> TokenProb:
     """The sampled ``token`` and the candidates the sampler chain left (zero probabilities dropped)."""
     top = []
     for t, p in zip(ids.tolist(), probs.tolist(), strict=True):
@@ -72,15 +89,13 @@ def post_sampling(
 
 def _with_top(
     token: int, piece: Callable[[int], bytes], p: float, top: list[tuple[int, float]], post: bool
-) -> ProbsEntry:
-    entry = _entry(token, piece(token), p, post)
-    entry["top_probs" if post else "top_logprobs"] = [_entry(t, piece(t), q, post) for t, q in top]
-    return entry
+) -> TokenProb:
+    return TokenProb(token, piece(token), p, post, tuple(TokenProb(t, piece(t), q, post) for t, q in top))
 
 
 def token_probs(
     sampler: Any, ctx: Any, idx: int, token: int, params: Any, piece: Callable[[int], bytes]
-) -> ProbsEntry | None:
+) -> TokenProb | None:
     """The ``completion_probabilities`` entry for ``token`` sampled from output ``idx``, when the
     request asked for ``n_probs`` (a ``common.CommonSampler``, a ``llama.Context``, ``TaskParams``)."""
     if params.n_probs <= 0:
@@ -91,14 +106,14 @@ def token_probs(
     return pre_sampling(ctx.logits(idx), token, params.n_probs, piece)
 
 
-def prompt_chunk_probs(ctx: Context, s: Slot, n: int, to_piece: Callable[[int], bytes]) -> list[ProbsEntry]:
-    """``prompt_logprobs`` for the ``n`` tokens of slot ``s``'s prompt chunk just decoded (from
-    ``s.n_prompt_done``, outputs from ``s.i_batch_first``): how likely each prompt token was after
-    the ones before it (the logits at position p rate token p + 1)."""
-    n_top = s.completion.params.prompt_logprobs
-    start, tokens = s.n_prompt_done, s.prompt_tokens
+def prompt_chunk_probs(
+    ctx: Context, tokens: list[int], start: int, first_output: int, n: int, n_top: int, to_piece: Callable[[int], bytes]
+) -> list[TokenProb]:
+    """``prompt_logprobs`` for the ``n`` prompt ``tokens`` from ``start`` just decoded (their
+    outputs from ``first_output`` in the batch): how likely each prompt token was after the ones
+    before it (the logits at position p rate token p + 1)."""
     return [
-        pre_sampling(ctx.logits(s.i_batch_first + j), tokens[start + j + 1], n_top, to_piece)
+        pre_sampling(ctx.logits(first_output + j), tokens[start + j + 1], n_top, to_piece)
         for j in range(n)
         if start + j + 1 < len(tokens)
     ]

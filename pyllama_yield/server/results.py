@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..queue import Result
+from .probs import TokenProb
 from .slot import Slot, StopType, now
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "RerankScore",
     "SlotErased",
     "SlotFileDone",
+    "Timings",
     "TokenStep",
     "completion_step",
     "expect",
@@ -37,29 +39,56 @@ __all__ = [
 ]
 
 
-def timings(s: Slot) -> dict[str, Any]:
-    """llama-server's ``timings``: prompt time up to the last prompt batch so far; generation
-    rates over decode steps, since the first token comes free with the prompt's logits."""
-    prompt_ms = s.prompt_seconds() * 1e3
-    gen_ms = s.gen_seconds() * 1e3
-    n_prompt = s.n_prompt_processed
-    n_gen = len(s.generated)
-    steps = max(n_gen - 1, 0)
-    out: dict[str, Any] = {
-        "cache_n": s.n_prompt_cached,
-        "prompt_n": n_prompt,
-        "prompt_ms": prompt_ms,
-        "prompt_per_token_ms": prompt_ms / n_prompt if n_prompt else 0.0,
-        "prompt_per_second": n_prompt / prompt_ms * 1e3 if prompt_ms > 0 else 0.0,
-        "predicted_n": n_gen,
-        "predicted_ms": gen_ms,
-        "predicted_per_token_ms": gen_ms / steps if steps else 0.0,
-        "predicted_per_second": steps / gen_ms * 1e3 if gen_ms > 0 else 0.0,
-    }
-    if s.n_draft_total:
-        out["draft_n"] = s.n_draft_total
-        out["draft_n_accepted"] = s.n_draft_accepted
-    return out
+@dataclass(frozen=True)
+class Timings:
+    """llama-server's ``timings`` of an answer so far: prompt time up to the last prompt batch;
+    generation rates over decode steps, since the first token comes free with the prompt's logits."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    predicted_n: int
+    predicted_ms: float
+    draft_n: int = 0  # speculative decoding: drafted tokens, and how many the target accepted
+    draft_n_accepted: int = 0
+
+    @property
+    def prompt_per_second(self) -> float:
+        return self.prompt_n / self.prompt_ms * 1e3 if self.prompt_ms > 0 else 0.0
+
+    @property
+    def predicted_per_second(self) -> float:
+        return max(self.predicted_n - 1, 0) / self.predicted_ms * 1e3 if self.predicted_ms > 0 else 0.0
+
+    def json(self) -> dict[str, Any]:
+        steps = max(self.predicted_n - 1, 0)
+        out: dict[str, Any] = {
+            "cache_n": self.cache_n,
+            "prompt_n": self.prompt_n,
+            "prompt_ms": self.prompt_ms,
+            "prompt_per_token_ms": self.prompt_ms / self.prompt_n if self.prompt_n else 0.0,
+            "prompt_per_second": self.prompt_per_second,
+            "predicted_n": self.predicted_n,
+            "predicted_ms": self.predicted_ms,
+            "predicted_per_token_ms": self.predicted_ms / steps if steps else 0.0,
+            "predicted_per_second": self.predicted_per_second,
+        }
+        if self.draft_n:
+            out["draft_n"] = self.draft_n
+            out["draft_n_accepted"] = self.draft_n_accepted
+        return out
+
+
+def timings(s: Slot) -> Timings:
+    return Timings(
+        s.n_prompt_cached,
+        s.n_prompt_processed,
+        s.prompt_seconds() * 1e3,
+        len(s.generated),
+        s.gen_seconds() * 1e3,
+        s.n_draft_total,
+        s.n_draft_accepted,
+    )
 
 
 @dataclass(frozen=True)
@@ -73,8 +102,8 @@ class TokenStep:
     tokens_predicted: int
     tokens_evaluated: int  # the prompt's tokens
     n_prompt_tokens_cache: int  # of which came from the cache
-    timings: dict[str, Any] | None = None  # with ``timings_per_token``
-    probs: list[dict[str, Any]] | None = None  # this token's ``completion_probabilities``
+    timings: Timings | None = None  # with ``timings_per_token``
+    probs: list[TokenProb] | None = None  # this token's ``completion_probabilities``
 
     stop = False
 
@@ -94,9 +123,9 @@ class TokenStep:
             "tokens_evaluated": self.tokens_evaluated,
         }
         if self.timings is not None:
-            out["timings"] = self.timings
+            out["timings"] = self.timings.json()
         if self.probs is not None:
-            out["completion_probabilities"] = self.probs
+            out["completion_probabilities"] = [e.json() for e in self.probs]
         return out
 
 
@@ -112,7 +141,7 @@ class PromptProgress:
     cache: int
     processed: int
     time_ms: float
-    timings: dict[str, Any] | None = None
+    timings: Timings | None = None
 
     content = ""
     probs = None
@@ -134,7 +163,7 @@ class PromptProgress:
             "prompt_progress": self.prompt_progress,
         }
         if self.timings is not None:
-            out["timings"] = self.timings
+            out["timings"] = self.timings.json()
         return out
 
 
@@ -157,9 +186,9 @@ class CompletionFinal:
     stop_type: str  # a StopType value: "eos", "word", "limit" or "none"
     stopping_word: str
     tokens_cached: int
-    timings: dict[str, Any]
-    probs: list[dict[str, Any]] | None = None  # every token's, when not streaming
-    prompt_probs: list[dict[str, Any]] | None = None  # with ``prompt_logprobs``
+    timings: Timings
+    probs: list[TokenProb] | None = None  # every token's, when not streaming
+    prompt_probs: list[TokenProb] | None = None  # with ``prompt_logprobs``
 
     stop = True
 
@@ -185,12 +214,12 @@ class CompletionFinal:
             "stop_type": self.stop_type,
             "stopping_word": self.stopping_word,
             "tokens_cached": self.tokens_cached,
-            "timings": self.timings,
+            "timings": self.timings.json(),
         }
         if self.probs is not None:
-            out["completion_probabilities"] = self.probs
+            out["completion_probabilities"] = [e.json() for e in self.probs]
         if self.prompt_probs is not None:
-            out["prompt_probabilities"] = self.prompt_probs
+            out["prompt_probabilities"] = [e.json() for e in self.prompt_probs]
         return out
 
 
@@ -297,7 +326,7 @@ def completion_step(result: Result) -> CompletionResult:
     return p
 
 
-def token_step(s: Slot, token: int, content: str, probs: dict[str, Any] | None) -> TokenStep:
+def token_step(s: Slot, token: int, content: str, probs: TokenProb | None) -> TokenStep:
     task = s.completion
     return TokenStep(
         index=task.index,
@@ -340,10 +369,10 @@ def final_result(s: Slot, stop: StopType, content: str) -> CompletionFinal:
         n_prompt_tokens_cache=s.n_prompt_cached,
         generation_settings=p.settings,
         prompt=task.prompt_text,
-        has_new_line="\n" in s.text.text,
+        has_new_line="\n" in s.completion_text.text,
         truncated=s.truncated,
         stop_type=stop.value,
-        stopping_word=s.text.stopping_word,
+        stopping_word=s.completion_text.stopping_word,
         tokens_cached=len(s.cache_tokens),
         timings=timings(s),
         probs=s.probs if not p.stream and s.probs else None,

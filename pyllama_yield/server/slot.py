@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import codecs
 import enum
+import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .embedding import EmbeddingTask
+from .probs import TokenProb
 from .task import CompletionTask
+
+if TYPE_CHECKING:
+    from ..common import CommonSampler
 
 
 class SlotState(enum.Enum):
@@ -48,15 +53,15 @@ class Slot:
     state: SlotState = SlotState.IDLE
     id_task: int = -1
     task: CompletionTask | EmbeddingTask | None = None
-    sampler: Any = None  # common.CommonSampler while busy
-    spent_sampler: Any = None  # the last task's, freed when the next task takes the slot (take_sampler)
+    sampler: CommonSampler | None = None  # while busy
+    spent_sampler: CommonSampler | None = None  # the last task's, freed when the next task starts here
     cache_tokens: list[int] = field(default_factory=list)  # what the KV cache holds for this seq
     prompt_tokens: list[int] = field(default_factory=list)
     n_prompt_done: int = 0  # prompt tokens in the KV cache (cached prefix + processed)
     n_prompt_cached: int = 0  # of which reused from the previous request
     generated: list[int] = field(default_factory=list)
     last_token: int = -1  # sampled, not yet in the KV cache
-    text: Any = None  # TextStream while busy
+    text: TextStream | None = None  # while busy
     i_batch: int = -1  # index in the current batch of the token whose logits we sample
     drafts: list[int] = field(default_factory=list)  # drafted for the coming step
     draft_kv_short: bool = False  # all drafts of the last step accepted: the draft KV lacks the last one
@@ -67,11 +72,11 @@ class Slot:
     n_prompt_processed: int = 0  # prompt tokens decoded for this task (not the cached ones)
     n_draft_total: int = 0
     n_draft_accepted: int = 0
-    probs: list[dict[str, Any]] = field(default_factory=list)  # completion_probabilities, one per token
-    prompt_probs: list[dict[str, Any]] = field(default_factory=list)  # prompt_logprobs: prompt tokens 1..n-1
+    probs: list[TokenProb] = field(default_factory=list)  # completion_probabilities, one per token
+    prompt_probs: list[TokenProb] = field(default_factory=list)  # prompt_logprobs: prompt tokens 1..n-1
     i_batch_first: int = -1  # where this step's prompt chunk starts in the batch
     truncated: bool = False  # stopped because the slot's context filled up
-    synth_rng: Any = None  # random.Random for --spec-synth-rates
+    synth_rng: random.Random | None = None  # for --spec-synth-rates
     lora: tuple[float, ...] = ()  # the LoRA scales its task decodes with (what its cache holds)
     t_last_used: float = -1.0  # when it last finished a task (least recently used goes first)
     checkpoints: list[Checkpoint] = field(default_factory=list)  # of its memory, oldest first
@@ -111,6 +116,12 @@ class Slot:
         return self.task
 
     @property
+    def completion_text(self) -> TextStream:
+        """The text of the completion the slot generates."""
+        assert self.text is not None, "the slot runs no completion"
+        return self.text
+
+    @property
     def busy(self) -> bool:
         return self.state is not SlotState.IDLE
 
@@ -126,7 +137,7 @@ class Slot:
         self.t_prompt_last = self.t_gen_last = 0.0
         self.n_prompt_processed = 0
 
-    def take_sampler(self, sampler: Any) -> None:
+    def take_sampler(self, sampler: CommonSampler) -> None:
         """The sampler of the slot's new task. The previous task's is freed only now, just before
         the new one samples, as llama-server frees it at the slot's next launch: the new sampler's
         first sample then gets the candidate buffer just freed (one entry per vocabulary token:

@@ -1,6 +1,6 @@
 """The routes of resumable streams: replay (``GET /v1/stream``), lookup, and the user's Stop.
 
-The sessions themselves are in ``streams.py``; see there for what a resumable stream is.
+The sessions themselves are in ``resumable.py``; see there for what a resumable stream is.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .app_state import AppState, read_body
 from .errors import ApiError
-from .streams import OffsetLost, StreamSessions
+from .resumable import OffsetLost, StreamSessions
 
 __all__ = ["delete_stream", "get_stream", "lookup_streams"]
 

@@ -1,4 +1,4 @@
-"""Resumable stream sessions (api/streams.py) without a server: buffering, offsets, expiry, lookup."""
+"""Resumable stream sessions (api/resumable.py) without a server: buffering, offsets, expiry, lookup."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ pytest.importorskip("starlette")
 
 from starlette.responses import StreamingResponse  # noqa: E402
 
-from pyllama_yield.api.streams import OffsetLost, StreamSession, StreamSessions  # noqa: E402
+from pyllama_yield.api.resumable import OffsetLost, StreamSession, StreamSessions  # noqa: E402
 
 pytestmark = pytest.mark.timeout(30)
 
