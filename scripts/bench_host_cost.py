@@ -10,7 +10,10 @@ take turns (``--repeat`` rounds, each on a freshly started server with the same 
    its time to first token (streamed) or to its answer (not streamed);
 2. **load**: N clients at once, each asking for ``--n-predict`` tokens (EOS ignored, greedy,
    no prompt cache): aggregate tokens/s; streamed, also time to first token p50 and the gaps
-   between tokens (ITL) p50/p99; not streamed, the answer's time p50.
+   between tokens (ITL) p50/p99; not streamed, the answer's time p50;
+3. **warm** (streamed only): ``--warm-waves`` waves, one after another, of N clients at once each
+   asking for ``--burst-tokens`` tokens: the time to first token p50 over all of them, the cost of
+   a request on a warm server (at one client the load gives one time to first token per round).
 
 Endpoints: llama-server's ``/completion`` and OpenAI's ``/v1/chat/completions``. Writes every
 round to ``benchmarks/bench_host_cost.json`` (``--out``) with the commit, the machine and the
@@ -46,7 +49,7 @@ MODELS = {
     "4x256": {"n_embd": 256, "n_layer": 4, "n_head": 8, "n_head_kv": 4},
 }
 ENDPOINTS = {"completion": "/completion", "chat": "/v1/chat/completions"}
-KEYS = ("tokens_per_s", "ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "latency_p50_ms", "cold_ms")
+KEYS = ("tokens_per_s", "ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "latency_p50_ms", "cold_ms", "warm_ttft_p50_ms")
 
 
 def request_body(endpoint: str, i: int, n_predict: int, stream: bool) -> dict[str, Any]:
@@ -125,6 +128,7 @@ def load(port: int, endpoint: str, n: int, n_predict: int, stream: bool) -> dict
     wall = run_clients(n, client)
     ms = lambda xs, q: sorted(xs)[min(len(xs) - 1, int(q * len(xs)))] / 1e6 if xs else None  # noqa: E731
     return {
+        "ttfts_ns": ttft,
         "tokens": sum(tokens),
         "tokens_per_s": sum(tokens) / wall,
         "ttft_p50_ms": ms(ttft, 0.5),
@@ -141,9 +145,16 @@ def one_round(
     try:
         cold = load(port, endpoint, 1, a.burst_tokens, stream)
         got = load(port, endpoint, n, a.n_predict, stream)
+        waves = [load(port, endpoint, n, a.burst_tokens, True) for _ in range(a.warm_waves if stream else 0)]
     finally:
         stop_server(proc)
-    return {**got, "cold_ms": cold["ttft_p50_ms"] if stream else cold["latency_p50_ms"]}
+    warm = [t for w in waves for t in w["ttfts_ns"]]
+    got.pop("ttfts_ns")
+    return {
+        **got,
+        "cold_ms": cold["ttft_p50_ms"] if stream else cold["latency_p50_ms"],
+        "warm_ttft_p50_ms": statistics.median(warm) / 1e6 if warm else None,
+    }
 
 
 def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -165,6 +176,7 @@ def main() -> int:
     ap.add_argument("--modes", default="stream,plain", help="stream and/or plain (not streamed)")
     ap.add_argument("--n-predict", type=int, default=400)
     ap.add_argument("--burst-tokens", type=int, default=16, help="tokens of a fresh server's first request")
+    ap.add_argument("--warm-waves", type=int, default=20, help="waves of short requests for the warm TTFT")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--llama-server", type=Path, required=True, help="llama.cpp's llama-server")
