@@ -32,9 +32,9 @@ from .event_stream import EventStream
 __all__ = ["Bridge", "named_event_sse", "sse"]
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Indexed)
 
 INLINE_BODY_BYTES = 1024  # a request body up to this size is tokenized on the event loop
-R = TypeVar("R", bound=Indexed)
 
 
 # compact, as llama-server writes its events (ASCII-escaped: a lone surrogate a client sent cannot

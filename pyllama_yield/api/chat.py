@@ -40,8 +40,8 @@ class ChatCompletionsAnswer:
         st = self.choices[p.index]
         st.update(p.content, is_partial=False)
         out = {"finish_reason": st.finish_reason(p.finish_reason), "index": p.index, "message": st.message.openai()}
-        if logprobs(p):
-            out["logprobs"] = logprobs(p)
+        if lp := logprobs(p):
+            out["logprobs"] = lp
         return out
 
     def _chunk(self, index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -58,8 +58,8 @@ class ChatCompletionsAnswer:
         st = self.choices[p.index]
         out = [self._chunk(p.index, {"role": "assistant", "content": None})] if first else []
         out += [self._chunk(p.index, d.openai()) for d in st.update(p.content, is_partial=not final)]
-        if out and not final and logprobs(p):
-            out[-1]["choices"][0]["logprobs"] = logprobs(p)
+        if out and not final and (lp := logprobs(p)):
+            out[-1]["choices"][0]["logprobs"] = lp
         if isinstance(p, CompletionFinal):
             out.append(self._chunk(p.index, {}, st.finish_reason(p.finish_reason)))
             if self.include_usage:

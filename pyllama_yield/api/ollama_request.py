@@ -30,6 +30,7 @@ __all__ = [
     "keep_alive_seconds",
     "model_name",
     "now_iso",
+    "ollama_error",
     "ollama_errors",
     "parse_body",
     "read_request",
@@ -192,9 +193,14 @@ def ollama_errors(fn: Handler) -> Handler:
         try:
             return await fn(request)
         except ApiError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            return ollama_error(exc)
 
     return wrapped
+
+
+def ollama_error(exc: ApiError) -> JSONResponse:
+    """An error as Ollama's clients read it: ``{"error": "message"}`` with the status."""
+    return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
 
 def now_iso() -> str:

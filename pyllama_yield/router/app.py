@@ -35,6 +35,7 @@ from ..api.app_state import json_body
 from ..api.auth import guarded
 from ..api.errors import ApiError, error_response, failure_error
 from ..api.middleware import ServerMiddleware
+from ..api.ollama_request import ollama_error
 from ..api.openai import model_entry
 from ..api.resumable import CONVERSATION_HEADER
 from ..server.errors import EngineFailure, ErrorKind
@@ -238,14 +239,9 @@ def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
                     error.status = 404  # Ollama's clients expect a 404 for a model it does not have
                 raise error from None
 
-        return await guarded(request, run, None if public else keys, _ollama_error if ollama_shape else error_response)
+        return await guarded(request, run, None if public else keys, ollama_error if ollama_shape else error_response)
 
     return wrapped
-
-
-def _ollama_error(exc: ApiError) -> Response:
-    """Ollama's clients read ``{"error": "..."}``."""
-    return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
 
 async def _watch_idle(router: ModelRouter, client: httpx.AsyncClient) -> None:

@@ -53,15 +53,20 @@ class Timings:
     draft_n_accepted: int = 0
 
     @property
+    def steps(self) -> int:
+        """Decode steps of the generation: its first token came with the prompt's logits."""
+        return max(self.predicted_n - 1, 0)
+
+    @property
     def prompt_per_second(self) -> float:
         return self.prompt_n / self.prompt_ms * 1e3 if self.prompt_ms > 0 else 0.0
 
     @property
     def predicted_per_second(self) -> float:
-        return max(self.predicted_n - 1, 0) / self.predicted_ms * 1e3 if self.predicted_ms > 0 else 0.0
+        return self.steps / self.predicted_ms * 1e3 if self.predicted_ms > 0 else 0.0
 
     def json(self) -> dict[str, Any]:
-        steps = max(self.predicted_n - 1, 0)
+        steps = self.steps
         out: dict[str, Any] = {
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
