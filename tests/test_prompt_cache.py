@@ -106,14 +106,14 @@ def test_idle_slots_go_to_host_memory_and_come_back(tiny_model_path):
         first = ask(srv, long, id_slot=0)
         assert first.timings.prompt_n == len(long)
         ask(srv, [7, 8, 9], id_slot=1)  # slot 0 is idle: saved to host memory, its cells freed
-        assert srv.core.slots[0].cache_tokens == [] and srv.core.prompt_cache.states[0].tokens[: len(long)] == long
+        assert srv.core.slots[0].memory.tokens == [] and srv.core.prompt_cache.states[0].tokens[: len(long)] == long
         again = ask(srv, long)
         assert again.timings.cache_n == len(long) - 1 and again.timings.prompt_n == 1
         assert again.tokens == first.tokens
     with Engine.create(tiny_model_path, **{**kw, "cache_ram_mib": 0}) as off:
         ask(off, long, id_slot=0)
         ask(off, [7, 8, 9], id_slot=1)
-        assert off.core.prompt_cache is None and off.core.slots[0].cache_tokens[: len(long)] == long
+        assert off.core.prompt_cache is None and off.core.slots[0].memory.tokens[: len(long)] == long
 
 
 def test_slots_are_chosen_by_similarity_then_least_recently_used(tiny_model_path):
@@ -122,8 +122,8 @@ def test_slots_are_chosen_by_similarity_then_least_recently_used(tiny_model_path
         body = {"n_predict": 2, "temperature": 0.0}
         srv.complete({**body, "prompt": a})
         srv.complete({**body, "prompt": b})
-        used = {s.id: s.cache_tokens[:20] for s in srv.core.slots if s.cache_tokens}
+        used = {s.id: s.memory.tokens[:20] for s in srv.core.slots if s.memory.tokens}
         assert sorted(used.values()) == [a, b]  # the second went to another (least recently used) slot
         slot_a = next(i for i, t in used.items() if t == a)
         srv.complete({**body, "prompt": a + [1, 2]})
-        assert srv.core.slots[slot_a].cache_tokens[:22] == a + [1, 2]  # similar enough: the slot holding a
+        assert srv.core.slots[slot_a].memory.tokens[:22] == a + [1, 2]  # similar enough: the slot holding a

@@ -14,7 +14,7 @@ from pyllama_yield.server.errors import EngineFailure, ErrorKind
 from pyllama_yield.server.kv_caches import KvCaches
 from pyllama_yield.server.media import MediaMemory
 from pyllama_yield.server.metrics import Stats
-from pyllama_yield.server.slot import Slot, SlotState
+from pyllama_yield.server.slot import Slot, SlotMemory, SlotState
 from pyllama_yield.server.slot_files import SlotFiles
 from pyllama_yield.server.speculative import NoDraft
 
@@ -61,20 +61,20 @@ def _caches() -> tuple[KvCaches, FakeContext, FakeContext]:
 
 def test_a_context_shift_moves_both_caches_and_drops_the_checkpoints():
     kv, target, draft = _caches()
-    s = Slot(0, cache_tokens=list(range(10)))
-    s.checkpoints = ["stale"]  # type: ignore[list-item]
+    s = Slot(0, memory=SlotMemory(list(range(10))))
+    s.memory.checkpoints = ["stale"]  # type: ignore[list-item]
     kv.shift(s, n_keep=2, n_discard=3)
     for ctx in (target, draft):
         assert ctx.calls == [("rm", 0, 2, 5), ("add", 0, 5, 10, -3)]
-    assert s.cache_tokens == [0, 1, 5, 6, 7, 8, 9] and s.checkpoints == []
+    assert s.memory.tokens == [0, 1, 5, 6, 7, 8, 9] and s.memory.checkpoints == []
 
 
 def test_clearing_idle_caches_leaves_busy_slots_alone():
     kv, target, _ = _caches()
-    idle, busy, empty = Slot(0, cache_tokens=[1, 2]), Slot(1, cache_tokens=[3]), Slot(2)
+    idle, busy, empty = Slot(0, memory=SlotMemory([1, 2])), Slot(1, memory=SlotMemory([3])), Slot(2)
     busy.state = SlotState.GENERATING
     assert kv.clear_idle([idle, busy, empty])
-    assert idle.cache_tokens == [] and busy.cache_tokens == [3]
+    assert idle.memory.tokens == [] and busy.memory.tokens == [3]
     assert [c[1] for c in target.calls] == [0]
     assert not kv.clear_idle([idle, busy, empty])  # nothing left to free
 
@@ -86,7 +86,7 @@ def test_a_failed_slot_sends_its_error_counts_it_frees_its_cache_and_resumes_a_d
     stats = Stats(slots, queue, n_ctx_slot=64, n_ctx=64)
     emitter = SlotEmitter(responses, queue, stats, kv)  # type: ignore[arg-type]
     s = slots[0]
-    s.state, s.id_task, s.cache_tokens = SlotState.GENERATING, 7, [1, 2, 3]
+    s.state, s.id_task, s.memory.tokens = SlotState.GENERATING, 7, [1, 2, 3]
     waiting = Task(TaskType.COMPLETION, id_slot=0)
     queue.defer(waiting)
     emitter.fail(s, "decode failed")
@@ -94,7 +94,7 @@ def test_a_failed_slot_sends_its_error_counts_it_frees_its_cache_and_resumes_a_d
     assert result.id == 7 and result.is_error
     assert result.payload == EngineFailure("decode failed", ErrorKind.SERVER, {})
     assert stats.snapshot()["requests_failed"] == 1
-    assert s.state is SlotState.IDLE and s.cache_tokens == [] and ("rm", 0, -1, -1) in target.calls
+    assert s.state is SlotState.IDLE and s.memory.tokens == [] and ("rm", 0, -1, -1) in target.calls
     assert queue.n_deferred == 0  # back in the queue for the free slot
 
 
@@ -119,8 +119,8 @@ def test_slot_files_refuse_a_bad_slot_before_touching_a_cache(payload, busy, mes
 
 def test_erasing_a_slot_returns_what_it_held():
     kv, _, draft = _caches()
-    slots = [Slot(0, cache_tokens=[4, 5, 6])]
+    slots = [Slot(0, memory=SlotMemory([4, 5, 6]))]
     files = SlotFiles(slots, kv, MediaMemory(), n_ctx_slot=64, has_projector=False)
     result = files.erase(Task(TaskType.SLOT_ERASE, id=3, payload={"id_slot": 0}))
     assert result.id == 3 and result.payload.native() == {"id_slot": 0, "n_erased": 3}  # type: ignore[union-attr]
-    assert slots[0].cache_tokens == [] and draft.calls == [("rm", 0, -1, -1)]
+    assert slots[0].memory.tokens == [] and draft.calls == [("rm", 0, -1, -1)]

@@ -107,21 +107,21 @@ class BatchStep:
         """The slot's context is full: drop ``n_discard`` tokens after the first ``n_keep`` (half of
         the rest by default), as llama-server's context shift does."""
         p = s.completion.params
-        n_keep = len(s.prompt_tokens) if p.n_keep < 0 else p.n_keep
+        n_keep = len(s.prompt.tokens) if p.n_keep < 0 else p.n_keep
         n_keep = min(self._n_ctx_slot - 4, n_keep + (1 if self._add_bos else 0))
-        n_left = len(s.cache_tokens) - n_keep
+        n_left = len(s.memory.tokens) - n_keep
         n_discard = max(0, min(p.n_discard or n_left // 2, n_left - 1))
         self._kv.shift(s, n_keep, n_discard)
-        s.truncated = True
+        s.generated.truncated = True
 
     def _step(self) -> None:
         generating = [s for s in self._slots if s.state is SlotState.GENERATING]
         # one decode applies one set of LoRA scales: that of the first slot, others wait a step
-        lora = next((s.lora for s in [*generating, *self._slots] if s.busy), ())
-        generating = [s for s in generating if s.lora == lora]
+        lora = next((s.memory.lora for s in [*generating, *self._slots] if s.busy), ())
+        generating = [s for s in generating if s.memory.lora == lora]
         if self._context_shift:
             for s in generating:
-                if len(s.cache_tokens) + 1 >= self._n_ctx_slot:
+                if len(s.memory.tokens) + 1 >= self._n_ctx_slot:
                     self._shift_context(s)
         drafter = self._kv.drafter
         spec = drafter.active and bool(generating)
@@ -134,7 +134,7 @@ class BatchStep:
             self._clock.lap("draft")
         chunks = self._fill_batch(generating, lora)
         self._loras.apply(self._kv.ctx, lora)
-        self._to_sample = [s for s in generating if not s.drafts and s.sampler is not None]
+        self._to_sample = [s for s in generating if not s.draft.pending and s.sampler is not None]
         self._clock.lap("fill")
         if not self._decode_batch(chunks, generating):
             return
@@ -170,7 +170,7 @@ class BatchStep:
                 return False
             for s in self._slots:  # whatever part of the batch got in goes out again before the retry
                 if s.busy:
-                    self._kv.ctx.seq_rm(s.id, len(s.cache_tokens), -1)
+                    self._kv.ctx.seq_rm(s.id, len(s.memory.tokens), -1)
             return False
         except DecodeError as exc:
             for s in self._slots:
@@ -189,13 +189,13 @@ class BatchStep:
         self._kv.drafter.start_batch()
         for s in generating:
             s.i_batch = batch.n_tokens
-            pos = len(s.cache_tokens)
-            batch.add(s.last_token, pos, s.id, logits=True)
-            for j, d in enumerate(s.drafts):
+            pos = len(s.memory.tokens)
+            batch.add(s.generated.last_token, pos, s.id, logits=True)
+            for j, d in enumerate(s.draft.pending):
                 batch.add(d, pos + 1 + j, s.id, logits=True)
         chunks: dict[int, int] = {}
         for s in self._slots:
-            if s.state is not SlotState.PROCESSING_PROMPT or s.lora != lora:
+            if s.state is not SlotState.PROCESSING_PROMPT or s.memory.lora != lora:
                 continue
             room = batch.capacity - batch.n_tokens
             if room <= 0:
@@ -208,22 +208,22 @@ class BatchStep:
     def _add_prompt_chunk(self, s: Slot, room: int) -> int:
         """The next part of ``s``'s prompt that fits ``room`` and stops before its next medium
         (an embedding's part is taken whole or not at all); returns its length."""
-        batch, start = self._batch, s.n_prompt_done
+        batch, start = self._batch, s.prompt.n_done
         media = s.task.media if isinstance(s.task, (CompletionTask, EmbeddingTask)) else {}
         if start in media:  # its medium failed or waits for the next step: no text before it
             return 0
-        end = min((m for m in media if m > start), default=len(s.prompt_tokens))  # the next medium
+        end = min((m for m in media if m > start), default=len(s.prompt.tokens))  # the next medium
         if isinstance(s.task, EmbeddingTask):  # every token an output
             if end - start > room:
                 return 0
             for j in range(start, end):
-                batch.add(s.prompt_tokens[j], j, s.id, logits=True)
+                batch.add(s.prompt.tokens[j], j, s.id, logits=True)
             s.i_batch = batch.n_tokens - 1
             return end - start
-        n_prompt = len(s.prompt_tokens)
+        n_prompt = len(s.prompt.tokens)
         stop = self._checkpoints.chunk_end(start, start + min(room, end - start), n_prompt)
-        chunk = s.prompt_tokens[start:stop]
-        if not (start and is_media_cell(s.prompt_tokens[start - 1])):  # none right after a medium
+        chunk = s.prompt.tokens[start:stop]
+        if not (start and is_media_cell(s.prompt.tokens[start - 1])):  # none right after a medium
             self._checkpoints.maybe_create(self._kv.ctx, s, start, stop, n_prompt)
         s.i_batch_first = batch.n_tokens
         every = s.completion.params.prompt_logprobs >= 0  # the logits of each prompt token
@@ -240,8 +240,8 @@ class BatchStep:
             task = s.task
             if s.state is not SlotState.PROCESSING_PROMPT or not isinstance(task, (CompletionTask, EmbeddingTask)):
                 continue
-            while (chunk := task.media.get(s.n_prompt_done)) is not None:
-                pos = s.n_prompt_done
+            while (chunk := task.media.get(s.prompt.n_done)) is not None:
+                pos = s.prompt.n_done
                 self._deliver_before_decode()
                 t0 = now()
                 work = functools.partial(projector.eval_chunk, self._kv.ctx, chunk, pos, s.id)
@@ -253,9 +253,7 @@ class BatchStep:
                 self._clock.lap("decode")
                 self._media.remember(chunk.placeholder())
                 self._stats.add_prompt(chunk.n_tokens, now() - t0)
-                s.cache_tokens.extend(s.prompt_tokens[pos : pos + chunk.n_tokens])
-                s.n_prompt_done += chunk.n_tokens
-                s.n_prompt_processed += chunk.n_tokens
+                s.memory.extend(s.prompt.advance(chunk.n_tokens))
 
     def _decode(self) -> None:
         """The step's one C call: the doorbells rung, the batch decoded (its outputs synchronized),
@@ -274,20 +272,17 @@ class BatchStep:
 
     def _prompt_chunk_done(self, s: Slot, n: int) -> None:
         if isinstance(s.task, EmbeddingTask):
-            s.n_prompt_done += n
-            if s.n_prompt_done == len(s.prompt_tokens):  # else a medium comes next (_eval_media)
+            s.prompt.advance(n)
+            if s.prompt.done:  # else a medium comes next (_eval_media)
                 self._outputs.send_embedding(s, n)
             return
         if s.completion.params.prompt_logprobs >= 0:
             self._outputs.record_prompt_probs(s, n)
-        s.cache_tokens.extend(s.prompt_tokens[s.n_prompt_done : s.n_prompt_done + n])
-        s.n_prompt_done += n
-        s.n_prompt_processed += n
-        s.t_prompt_last = now()  # after the decode's sync
-        if s.n_prompt_done < len(s.prompt_tokens):
+        s.memory.extend(s.prompt.advance(n))  # its time taken after the decode's sync
+        if not s.prompt.done:
             self._emitter.progress(s)
             return
-        s.state = SlotState.GENERATING
+        s.begin_generation()
         self._emitter.progress(s)
         if s.completion.params.n_predict == 0:  # only evaluate the prompt into the cache
             self._emitter.finish(s, StopType.LIMIT)

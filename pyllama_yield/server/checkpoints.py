@@ -58,7 +58,7 @@ class CheckpointPolicy:
         if not self.limited_rollback:
             return n_keep
         pos_next = n_keep
-        if 0 < n_keep <= len(slot.cache_tokens):
+        if 0 < n_keep <= len(slot.memory.tokens):
             # llama-server's rule: a checkpoint (or the whole prompt again) as soon as the memory's
             # oldest position reaches n_keep - n_swa, so also for a short prompt whose memory starts
             # at 0. Its re-evaluated tokens then land in the same batches as a fresh slot's: the
@@ -66,11 +66,11 @@ class CheckpointPolicy:
             threshold = max(0, n_keep - self.n_swa)
             if ctx.seq_pos_min(slot.id) >= threshold:
                 n_keep, pos_next = self._restore(ctx, slot, n_keep, threshold)
-        slot.checkpoints = [c for c in slot.checkpoints if c.pos_max <= pos_next]
+        slot.memory.checkpoints = [c for c in slot.memory.checkpoints if c.pos_max <= pos_next]
         return n_keep
 
     def _restore(self, ctx: Context, slot: Slot, n_keep: int, threshold: int) -> tuple[int, int]:
-        for cp in reversed(slot.checkpoints):
+        for cp in reversed(slot.memory.checkpoints):
             if cp.pos_max > n_keep:
                 continue
             if cp.pos_min < threshold or cp.pos_min == 0:
@@ -103,18 +103,18 @@ class CheckpointPolicy:
         pos_min, pos_max = ctx.seq_pos_min(slot.id), ctx.seq_pos_max(slot.id)
         if pos_min < 0:  # nothing in the memory yet
             return
-        if slot.checkpoints and not near_end and start <= slot.checkpoints[-1].n_tokens + self.min_step:
+        if slot.memory.checkpoints and not near_end and start <= slot.memory.checkpoints[-1].n_tokens + self.min_step:
             return
         self._make_room(slot, start)
         data = ctx.seq_state_bytes(slot.id, partial=True)
-        slot.checkpoints.append(Checkpoint(pos_min, pos_max, start, data, slot.id_task))
+        slot.memory.checkpoints.append(Checkpoint(pos_min, pos_max, start, data, slot.id_task))
         log.debug(
             "slot %d: context checkpoint %d of %d (positions %d..%d, %d tokens, %.3f MiB)",
-            slot.id, len(slot.checkpoints), self.n_max, pos_min, pos_max, start, len(data) / 2**20,
+            slot.id, len(slot.memory.checkpoints), self.n_max, pos_min, pos_max, start, len(data) / 2**20,
         )  # fmt: skip
 
     def _make_room(self, slot: Slot, n_tokens: int) -> None:
-        cps = slot.checkpoints
+        cps = slot.memory.checkpoints
         if len(cps) + 1 >= self.n_max:  # full: first drop those too close to an earlier one
             kept: list[Checkpoint] = []
             for cp in cps:
@@ -123,4 +123,4 @@ class CheckpointPolicy:
                 kept.append(cp)
             cps = kept
         cps = cps[max(0, len(cps) - self.n_max + 1) :]  # then the oldest
-        slot.checkpoints = [cp for cp in cps if cp.n_tokens != n_tokens]  # superseded
+        slot.memory.checkpoints = [cp for cp in cps if cp.n_tokens != n_tokens]  # superseded

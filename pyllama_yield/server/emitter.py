@@ -52,8 +52,8 @@ class SlotEmitter:
         if cancelled:
             self.responses.send(error_result(s.id_task, "cancelled", ErrorKind.CANCELLED))
         else:
-            self.responses.send(Result(s.id_task, final_result(s, stop, s.completion_text.take_sendable(True))))
-        self._stats.add_prediction(len(s.generated), s.gen_seconds())
+            self.responses.send(Result(s.id_task, final_result(s, stop, s.generated.text.take_sendable(True))))
+        self._stats.add_prediction(len(s.generated.tokens), s.gen_seconds())
         self._stats.add(requests_finished=1)
         self.release(s)
 

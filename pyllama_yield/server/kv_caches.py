@@ -32,11 +32,11 @@ class KvCaches:
         """Drop what slot ``s`` holds in every cache."""
         for ctx in self.contexts():
             ctx.seq_rm(s.id)
-        s.forget_cache()
+        s.memory.forget()
 
     def clear_idle(self, slots: list[Slot]) -> bool:
         """Free the cells idle slots keep for prompt reuse; False when there were none."""
-        idle = [s for s in slots if not s.busy and s.cache_tokens]
+        idle = [s for s in slots if not s.busy and s.memory.tokens]
         for s in idle:
             self.clear_slot(s)
         return bool(idle)
@@ -44,12 +44,11 @@ class KvCaches:
     def shift(self, s: Slot, n_keep: int, n_discard: int) -> None:
         """Context shift: drop ``n_discard`` cached tokens after the first ``n_keep`` and move the
         later ones back, in every cache (the draft's holds the same positions)."""
-        n_past = len(s.cache_tokens)
+        n_past = len(s.memory.tokens)
         for ctx in self.contexts():
             ctx.seq_rm(s.id, n_keep, n_keep + n_discard)
             ctx.seq_add(s.id, n_keep + n_discard, n_past, -n_discard)
-        del s.cache_tokens[n_keep : n_keep + n_discard]
-        s.checkpoints = []  # their positions moved
+        s.memory.discard(n_keep, n_discard)
 
     def reset_draft(self, s: Slot, n_keep: int) -> None:
         """The draft context gets the slot's first ``n_keep`` cached tokens again (it holds
@@ -64,7 +63,7 @@ class KvCaches:
         self.ctx.close()
         self.drafter.sleep()
         for s in slots:
-            s.forget_cache()
+            s.memory.forget()
 
     def wake(self) -> None:
         self.ctx = self._new_context()

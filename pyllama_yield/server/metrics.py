@@ -135,15 +135,15 @@ class Stats:
                 "state": s.state.value,
                 "id_task": s.id_task,
                 "is_processing": s.busy,
-                "n_prompt_tokens": len(s.prompt_tokens),
-                "n_decoded": len(s.generated),
-                "n_cached": len(s.cache_tokens),
+                "n_prompt_tokens": len(s.prompt.tokens),
+                "n_decoded": len(s.generated.tokens),
+                "n_cached": len(s.memory.tokens),
                 "n_ctx": self._n_ctx_slot,
             }
             for s in self._slots
         ]
         with self._lock:
-            longest = max((len(s.cache_tokens) for s in self._slots), default=0)
+            longest = max((len(s.memory.tokens) for s in self._slots), default=0)
             self._totals["n_tokens_max"] = max(self._totals["n_tokens_max"], longest)
             self._snapshot = {
                 "slots": slots,

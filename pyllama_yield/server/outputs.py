@@ -59,8 +59,8 @@ class DecodeOutputs:
     def _verify_and_accept(self, s: Slot, sampled: int | LlamaError | None = None) -> None:
         """The slot's next token (``sampled`` already, when given), and its drafts verified: keep
         the longest matching prefix."""
-        drafts, s.drafts = s.drafts, []
-        s.cache_tokens.append(s.last_token)
+        drafts = s.draft.take()
+        s.memory.append(s.generated.last_token)
         n_accepted = 0
         synth_probs = self._kv.drafter.synth_probs
         if drafts and synth_probs:
@@ -71,12 +71,9 @@ class DecodeOutputs:
                 if not s.busy or j == len(drafts) or tok != drafts[j]:
                     break
                 n_accepted += 1
-                s.cache_tokens.append(tok)
-        # every draft accepted: the draft model never saw its own last draft
-        s.draft_kv_short = bool(drafts) and n_accepted == len(drafts)
+                s.memory.append(tok)
+        s.draft.settle(len(drafts), n_accepted)
         if drafts:
-            s.n_draft_total += len(drafts)
-            s.n_draft_accepted += n_accepted
             self._stats.add(draft_tokens=len(drafts), draft_accepted=n_accepted, draft_steps=1)
 
     def _accept_synthetic(self, s: Slot, drafts: list[int], synth_probs: list[float]) -> int:
@@ -85,19 +82,19 @@ class DecodeOutputs:
         sampler state moves as usual); a drafted end-of-generation token is never accepted, and
         accepted drafts do not advance the grammar (llama-server's server_sample_and_accept_synth).
         Returns the drafts accepted."""
-        assert s.sampler is not None and s.synth_rng is not None
+        assert s.sampler is not None and s.draft.synth_rng is not None
         for j, d in enumerate(drafts):
             try:
                 tok = s.sampler.sample(self._kv.ctx, s.i_batch + j)
             except LlamaError as exc:
                 self._emitter.fail(s, str(exc), ErrorKind.INVALID_REQUEST)
                 return j
-            if s.synth_rng.random() < synth_probs[j] and d not in self._eog:
+            if s.draft.synth_rng.random() < synth_probs[j] and d not in self._eog:
                 s.sampler.accept(d, is_generated=False)
                 self.accept(s, d, None)
                 if not s.busy:
                     return j
-                s.cache_tokens.append(d)
+                s.memory.append(d)
                 continue
             s.sampler.accept(tok, is_generated=True)
             self.accept(s, tok, None)
@@ -121,7 +118,7 @@ class DecodeOutputs:
         tok = sampled
         probs = token_probs(s.sampler, ctx, idx, tok, s.completion.params, self._vocab.token_to_piece)
         if probs is not None:
-            s.probs.append(probs)
+            s.generated.probs.append(probs)
             self._clock.lap("probs")
         self.accept(s, tok, probs)
         return tok
@@ -129,11 +126,11 @@ class DecodeOutputs:
     def accept(self, s: Slot, tok: int, probs: TokenProb | None) -> None:
         """A new token for slot ``s``: stream it, check the stop conditions, maybe finish."""
         p = s.completion.params
-        s.t_gen_last = now()
+        s.generated.t_last = now()
         piece = self._vocab.token_to_piece(tok)
         stop = s.add_token(tok, tok in self._eog, piece, self._n_ctx_slot, self._context_shift)
         if p.stream:  # every token gets a partial result, the last one too (as in llama-server)
-            content = s.completion_text.take_sendable(stop is not StopType.NONE)
+            content = s.generated.text.take_sendable(stop is not StopType.NONE)
             self._clock.lap("stop")
             self._emitter.send(Result(s.id_task, token_step(s, tok, content, probs), is_final=False))
         self._clock.lap("post" if p.stream else "stop")
@@ -145,9 +142,9 @@ class DecodeOutputs:
         """The probabilities of the ``n`` prompt tokens just decoded (``prompt_logprobs``)."""
         n_top = s.completion.params.prompt_logprobs
         chunk = prompt_chunk_probs(
-            self._kv.ctx, s.prompt_tokens, s.n_prompt_done, s.i_batch_first, n, n_top, self._vocab.token_to_piece
+            self._kv.ctx, s.prompt.tokens, s.prompt.n_done, s.i_batch_first, n, n_top, self._vocab.token_to_piece
         )
-        s.prompt_probs.extend(chunk)
+        s.prompt.probs.extend(chunk)
 
     def send_embedding(self, s: Slot, n_last: int) -> None:
         """The answer of an embedding task whose last batch (``n_last`` tokens: the text after its
@@ -155,7 +152,7 @@ class DecodeOutputs:
         et = s.task
         assert isinstance(et, EmbeddingTask)
         ctx = self._kv.ctx
-        n = len(s.prompt_tokens)
+        n = len(s.prompt.tokens)
         if et.rerank:
             score = float(ctx.embeddings_seq(s.id)[0])
             payload: RerankScore | EmbeddingVectors = RerankScore(et.index, score, n)
@@ -168,5 +165,5 @@ class DecodeOutputs:
         self._emitter.send(Result(s.id_task, payload))
         self._stats.add(prompt_tokens=0, requests_finished=1)
         ctx.seq_rm(s.id)
-        s.cache_tokens = []
+        s.memory.forget()
         self._emitter.release(s)

@@ -86,13 +86,13 @@ class Timings:
 
 def timings(s: Slot) -> Timings:
     return Timings(
-        s.n_prompt_cached,
-        s.n_prompt_processed,
+        s.prompt.n_cached,
+        s.prompt.n_processed,
         s.prompt_seconds() * 1e3,
-        len(s.generated),
+        len(s.generated.tokens),
         s.gen_seconds() * 1e3,
-        s.n_draft_total,
-        s.n_draft_accepted,
+        s.draft.n_total,
+        s.draft.n_accepted,
     )
 
 
@@ -338,9 +338,9 @@ def token_step(s: Slot, token: int, content: str, probs: TokenProb | None) -> To
         content=content,
         tokens=[token],
         id_slot=s.id,
-        tokens_predicted=len(s.generated),
-        tokens_evaluated=len(s.prompt_tokens),
-        n_prompt_tokens_cache=s.n_prompt_cached,
+        tokens_predicted=len(s.generated.tokens),
+        tokens_evaluated=len(s.prompt.tokens),
+        n_prompt_tokens_cache=s.prompt.n_cached,
         timings=timings(s) if task.params.timings_per_token else None,
         probs=[probs] if probs is not None else None,
     )
@@ -351,11 +351,11 @@ def progress_result(s: Slot) -> PromptProgress:
     return PromptProgress(
         index=task.index,
         id_slot=s.id,
-        tokens_evaluated=len(s.prompt_tokens),
-        n_prompt_tokens_cache=s.n_prompt_cached,
-        total=len(s.prompt_tokens),
-        cache=s.n_prompt_cached,
-        processed=s.n_prompt_done,
+        tokens_evaluated=len(s.prompt.tokens),
+        n_prompt_tokens_cache=s.prompt.n_cached,
+        total=len(s.prompt.tokens),
+        cache=s.prompt.n_cached,
+        processed=s.prompt.n_done,
         time_ms=(now() - s.t_start) * 1e3,
         timings=timings(s) if task.params.timings_per_token else None,
     )
@@ -367,21 +367,21 @@ def final_result(s: Slot, stop: StopType, content: str) -> CompletionFinal:
     return CompletionFinal(
         index=task.index,
         content=content,
-        tokens=list(s.generated) if p.return_tokens else [],
+        tokens=list(s.generated.tokens) if p.return_tokens else [],
         id_slot=s.id,
-        tokens_predicted=len(s.generated),
-        tokens_evaluated=len(s.prompt_tokens),
-        n_prompt_tokens_cache=s.n_prompt_cached,
+        tokens_predicted=len(s.generated.tokens),
+        tokens_evaluated=len(s.prompt.tokens),
+        n_prompt_tokens_cache=s.prompt.n_cached,
         generation_settings=p.settings,
         prompt=task.prompt_text,
-        has_new_line="\n" in s.completion_text.text,
-        truncated=s.truncated,
+        has_new_line="\n" in s.generated.text.text,
+        truncated=s.generated.truncated,
         stop_type=stop.value,
-        stopping_word=s.completion_text.stopping_word,
-        tokens_cached=len(s.cache_tokens),
+        stopping_word=s.generated.text.stopping_word,
+        tokens_cached=len(s.memory.tokens),
         timings=timings(s),
-        probs=s.probs if not p.stream and s.probs else None,
-        prompt_probs=s.prompt_probs if p.prompt_logprobs >= 0 else None,
+        probs=s.generated.probs if not p.stream and s.generated.probs else None,
+        prompt_probs=s.prompt.probs if p.prompt_logprobs >= 0 else None,
     )
 
 

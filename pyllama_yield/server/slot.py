@@ -1,20 +1,31 @@
-"""The per-slot generation state of the server context, and the text stream of a slot.
+"""A slot of the server context: one sequence of the shared KV cache and the task it runs.
+
+Its state comes in parts, each written by the code that owns that concern:
+
+- ``SlotMemory``: what the sequence's KV cells hold (tokens, checkpoints, LoRA scales); kept
+  across tasks and changed by the step, a task's start, context shift, the prompt cache, slot
+  files and checkpoints.
+- ``SlotPrompt``: the task's prompt and how far it is in the cache (the step advances it).
+- ``Generation``: what the task generated (tokens, text, probabilities; the outputs add to it).
+- ``Drafting``: drafts for the coming step and their tally (the drafter makes them, the outputs
+  settle them).
 
 Nothing here calls llama.cpp: the server context (``context.py``) does, on its loop thread.
 """
 
 from __future__ import annotations
 
-import codecs
 import enum
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .embedding import EmbeddingTask
 from .probs import TokenProb
 from .task import CompletionTask
+from .text_stream import TextStream
 
 if TYPE_CHECKING:
     from ..common import CommonSampler
@@ -46,6 +57,96 @@ class Checkpoint:
 
 
 @dataclass
+class SlotMemory:
+    """What the slot's sequence of the KV cache holds, outliving the tasks that fill it."""
+
+    tokens: list[int] = field(default_factory=list)  # one per cell (media cells too): the next position is len()
+    checkpoints: list[Checkpoint] = field(default_factory=list)  # of this memory, oldest first
+    lora: tuple[float, ...] = ()  # the LoRA scales it was computed with
+    t_last_used: float = -1.0  # when its last task ended (the least recently used is reused first)
+
+    def forget(self) -> None:
+        """The cells are gone (removed, or the context freed): their tokens and checkpoints too."""
+        self.tokens, self.checkpoints = [], []
+
+    def replace(self, tokens: list[int], checkpoints: list[Checkpoint] | None = None) -> None:
+        """The cells now hold ``tokens`` (a kept prefix, or a restored state)."""
+        self.tokens, self.checkpoints = tokens, checkpoints or []
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        self.tokens.extend(tokens)
+
+    def append(self, token: int) -> None:
+        self.tokens.append(token)
+
+    def discard(self, n_keep: int, n_discard: int) -> None:
+        """Context shift dropped ``n_discard`` cells after the first ``n_keep``; the checkpoints'
+        positions no longer match."""
+        del self.tokens[n_keep : n_keep + n_discard]
+        self.checkpoints = []
+
+
+@dataclass
+class SlotPrompt:
+    """A task's prompt and how much of it the cache holds."""
+
+    tokens: list[int] = field(default_factory=list)
+    n_done: int = 0  # prompt tokens in the KV cache (cached prefix + processed)
+    n_cached: int = 0  # of which reused from what the slot held
+    n_processed: int = 0  # decoded for this task
+    probs: list[TokenProb] = field(default_factory=list)  # prompt_logprobs: tokens 1..n-1
+    t_last: float = 0.0  # after its last batch was decoded
+
+    @classmethod
+    def keeping(cls, tokens: list[int], n_cached: int) -> SlotPrompt:
+        return cls(tokens, n_done=n_cached, n_cached=n_cached)
+
+    @property
+    def done(self) -> bool:
+        return self.n_done >= len(self.tokens)
+
+    def advance(self, n: int) -> list[int]:
+        """The next ``n`` tokens went into the cache: returns them."""
+        chunk = self.tokens[self.n_done : self.n_done + n]
+        self.n_done += n
+        self.n_processed += n
+        self.t_last = now()
+        return chunk
+
+
+@dataclass
+class Generation:
+    """What a completion task generated so far."""
+
+    text: TextStream = field(default_factory=lambda: TextStream([]))
+    tokens: list[int] = field(default_factory=list)
+    last_token: int = -1  # sampled, not yet in the KV cache
+    probs: list[TokenProb] = field(default_factory=list)  # completion_probabilities, one per token
+    truncated: bool = False  # stopped or shifted because the slot's context filled up
+    t_last: float = 0.0  # when its last token came
+
+
+@dataclass
+class Drafting:
+    """Speculative decoding's state of one slot."""
+
+    pending: list[int] = field(default_factory=list)  # drafted for the coming step
+    kv_short: bool = False  # every draft of the last step accepted: the draft KV lacks the last one
+    n_total: int = 0  # drafted for this task
+    n_accepted: int = 0
+    synth_rng: random.Random | None = None  # for --spec-synth-rates
+
+    def take(self) -> list[int]:
+        drafts, self.pending = self.pending, []
+        return drafts
+
+    def settle(self, n_drafted: int, n_accepted: int) -> None:
+        self.kv_short = n_drafted > 0 and n_accepted == n_drafted
+        self.n_total += n_drafted
+        self.n_accepted += n_accepted
+
+
+@dataclass
 class Slot:
     """One sequence of the shared context. Only the loop thread mutates it."""
 
@@ -55,57 +156,48 @@ class Slot:
     task: CompletionTask | EmbeddingTask | None = None
     sampler: CommonSampler | None = None  # while busy
     spent_sampler: CommonSampler | None = None  # the last task's, freed when the next task starts here
-    cache_tokens: list[int] = field(default_factory=list)  # what the KV cache holds for this seq
-    prompt_tokens: list[int] = field(default_factory=list)
-    n_prompt_done: int = 0  # prompt tokens in the KV cache (cached prefix + processed)
-    n_prompt_cached: int = 0  # of which reused from the previous request
-    generated: list[int] = field(default_factory=list)
-    last_token: int = -1  # sampled, not yet in the KV cache
-    text: TextStream | None = None  # while busy
-    i_batch: int = -1  # index in the current batch of the token whose logits we sample
-    drafts: list[int] = field(default_factory=list)  # drafted for the coming step
-    draft_kv_short: bool = False  # all drafts of the last step accepted: the draft KV lacks the last one
-    # llama-server's slot stats: start, after the last prompt batch, after the last sampled token
-    t_start: float = 0.0
-    t_prompt_last: float = 0.0
-    t_gen_last: float = 0.0
-    n_prompt_processed: int = 0  # prompt tokens decoded for this task (not the cached ones)
-    n_draft_total: int = 0
-    n_draft_accepted: int = 0
-    probs: list[TokenProb] = field(default_factory=list)  # completion_probabilities, one per token
-    prompt_probs: list[TokenProb] = field(default_factory=list)  # prompt_logprobs: prompt tokens 1..n-1
-    i_batch_first: int = -1  # where this step's prompt chunk starts in the batch
-    truncated: bool = False  # stopped because the slot's context filled up
-    synth_rng: random.Random | None = None  # for --spec-synth-rates
-    lora: tuple[float, ...] = ()  # the LoRA scales its task decodes with (what its cache holds)
-    t_last_used: float = -1.0  # when it last finished a task (least recently used goes first)
-    checkpoints: list[Checkpoint] = field(default_factory=list)  # of its memory, oldest first
+    memory: SlotMemory = field(default_factory=SlotMemory)
+    prompt: SlotPrompt = field(default_factory=SlotPrompt)
+    generated: Generation = field(default_factory=Generation)
+    draft: Drafting = field(default_factory=Drafting)
+    # where this step's batch holds the slot's tokens: the output it samples, its prompt chunk
+    i_batch: int = -1
+    i_batch_first: int = -1
+    t_start: float = 0.0  # when the task started here
 
-    def forget_cache(self) -> None:
-        """What the slot's memory held is gone (its cells removed, or the context freed): its
-        tokens and the checkpoints of that memory go together."""
-        self.cache_tokens, self.checkpoints = [], []
+    def start(
+        self, id_task: int, task: CompletionTask | EmbeddingTask, prompt: SlotPrompt, generated: Generation
+    ) -> None:
+        """The slot takes a task whose prompt comes next (the memory is already cut to what it keeps)."""
+        self.id_task, self.task = id_task, task
+        self.prompt, self.generated = prompt, generated
+        self.t_start = now()
+        self.state = SlotState.PROCESSING_PROMPT
+
+    def begin_generation(self) -> None:
+        self.state = SlotState.GENERATING
 
     def add_token(self, tok: int, is_eog: bool, piece: bytes, n_ctx: int, context_shift: bool = False) -> StopType:
         """Record a generated token and tell whether generation stops here, and why (the checks
         of llama-server's ``process_token``: end of generation, a stop string, ``n_predict``, the
         slot's context, ``t_max_predict_ms`` at a new line)."""
-        assert self.text is not None
         p = self.completion.params
-        self.generated.append(tok)
-        self.last_token = tok
+        generated = self.generated
+        generated.tokens.append(tok)
+        generated.last_token = tok
         if is_eog:
             return StopType.EOS
-        self.text.push(piece)
-        if self.text.find_stop() >= 0:
+        text = generated.text
+        text.push(piece)
+        if text.find_stop() >= 0:
             return StopType.WORD
-        if p.n_predict >= 0 and len(self.generated) >= p.n_predict:
+        if p.n_predict >= 0 and len(generated.tokens) >= p.n_predict:
             return StopType.LIMIT
-        if len(self.cache_tokens) + 1 >= n_ctx and not context_shift:
-            self.truncated = True  # the slot's context is full
+        if len(self.memory.tokens) + 1 >= n_ctx and not context_shift:
+            generated.truncated = True  # the slot's context is full
             return StopType.LIMIT
-        if p.t_max_predict_ms > 0 and "\n" in self.text.text[self.text.sent :]:
-            if (now() - self.t_prompt_last) * 1e3 > p.t_max_predict_ms:
+        if p.t_max_predict_ms > 0 and "\n" in text.text[text.sent :]:
+            if (now() - self.prompt.t_last) * 1e3 > p.t_max_predict_ms:
                 return StopType.LIMIT  # a time limit, checked at a new line (for code completion)
         return StopType.NONE
 
@@ -116,26 +208,15 @@ class Slot:
         return self.task
 
     @property
-    def completion_text(self) -> TextStream:
-        """The text of the completion the slot generates."""
-        assert self.text is not None, "the slot runs no completion"
-        return self.text
-
-    @property
     def busy(self) -> bool:
         return self.state is not SlotState.IDLE
 
     def prompt_seconds(self) -> float:
-        return self.t_prompt_last - self.t_start if self.t_prompt_last else 0.0
+        return self.prompt.t_last - self.t_start if self.prompt.t_last else 0.0
 
     def gen_seconds(self) -> float:
         """From the last prompt batch to the last token (at least 1 us once a token came)."""
-        return max(1e-6, self.t_gen_last - self.t_prompt_last) if self.t_gen_last else 0.0
-
-    def start_timing(self) -> None:
-        self.t_start = now()
-        self.t_prompt_last = self.t_gen_last = 0.0
-        self.n_prompt_processed = 0
+        return max(1e-6, self.generated.t_last - self.prompt.t_last) if self.generated.t_last else 0.0
 
     def take_sampler(self, sampler: CommonSampler) -> None:
         """The sampler of the slot's new task. The previous task's is freed only now, just before
@@ -154,8 +235,9 @@ class Slot:
         self.sampler = self.spent_sampler = None
 
     def reset(self) -> None:
+        """The task ended: the slot is free, its memory kept for the next."""
         if self.busy:
-            self.t_last_used = now()
+            self.memory.t_last_used = now()
         self.state = SlotState.IDLE
         self.id_task = -1
         self.task = None
@@ -164,15 +246,9 @@ class Slot:
                 self.spent_sampler.close()
             self.spent_sampler = self.sampler
         self.sampler = None
-        self.prompt_tokens = []
-        self.generated = []
-        self.last_token = -1
-        self.text = None
+        self.prompt, self.generated = SlotPrompt(), Generation()
+        self.draft.pending = []
         self.i_batch = -1
-        self.drafts = []
-        self.probs = []
-        self.prompt_probs = []
-        self.truncated = False
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -181,49 +257,6 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
-
-
-class TextStream:
-    """Bytes of token pieces in, text out: holds back incomplete UTF-8 and possible stop-string prefixes."""
-
-    def __init__(self, stop: list[str]) -> None:
-        self.stop = stop
-        # an incomplete UTF-8 sequence at the end waits in the decoder for its next bytes;
-        # invalid bytes become U+FFFD (each token's bytes decoded once, not the whole text again)
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.text = ""  # all complete text so far
-        self.sent = 0  # characters of ``text`` already streamed
-        self.stopping_word = ""
-
-    def push(self, piece: bytes) -> None:
-        self.text += self._decoder.decode(piece)
-
-    def find_stop(self) -> int:
-        """Index where a stop string starts in the unsent text, or -1."""
-        if not self.stop:
-            return -1
-        lookback = max(len(s) for s in self.stop)
-        start = max(0, self.sent - lookback)
-        hits = [(i, s) for s in self.stop if (i := self.text.find(s, start)) >= 0]
-        if not hits:
-            return -1
-        i, word = min(hits)
-        self.stopping_word = word
-        self.text = self.text[:i]
-        return i
-
-    def take_sendable(self, final: bool) -> str:
-        """Text that can be streamed now (everything when ``final``)."""
-        end = len(self.text)
-        if not final:
-            for s in self.stop:  # hold back a suffix that may grow into a stop string
-                for k in range(min(len(s) - 1, end - self.sent), 0, -1):
-                    if self.text.endswith(s[:k]):
-                        end = min(end, len(self.text) - k)
-                        break
-        out = self.text[self.sent : end]
-        self.sent = max(self.sent, end)
-        return out
 
 
 def now() -> float:

@@ -41,18 +41,18 @@ def choose_slot(slots: list[Slot], ct: CompletionTask, similarity: float) -> tup
     if similarity > 0 and tokens:
         best = 0.0
         for s in slots:
-            if s.busy or not s.cache_tokens or (named is not None and s is not named):
+            if s.busy or not s.memory.tokens or (named is not None and s is not named):
                 continue
-            sim = common_prefix(s.cache_tokens, tokens) / len(tokens)
+            sim = common_prefix(s.memory.tokens, tokens) / len(tokens)
             if sim > best and sim > similarity:
                 best, chosen = sim, s
         if chosen is not None and best > 0:
-            update_cache = best * len(tokens) / len(chosen.cache_tokens) < 0.5  # it would lose most
+            update_cache = best * len(tokens) / len(chosen.memory.tokens) < 0.5  # it would lose most
     if chosen is None:
         idle = [s for s in slots if not s.busy]
         if not idle:
             return None, False
-        chosen = min(idle, key=lambda s: (s.t_last_used, s.id))
+        chosen = min(idle, key=lambda s: (s.memory.t_last_used, s.id))
         update_cache = True
     return chosen, update_cache
 
@@ -68,7 +68,7 @@ def _save(cache: PromptCache, kv: KvCaches, slot: Slot) -> bool:
         target, *draft = (c.seq_state_bytes(slot.id, sizes[c]) for c in kv.contexts())
         return target, draft[0] if draft else bytearray()
 
-    return cache.save(slot.cache_tokens, measure, read, slot.lora, slot.checkpoints)
+    return cache.save(slot.memory.tokens, measure, read, slot.memory.lora, slot.memory.checkpoints)
 
 
 def swap_cached_prompt(cache: PromptCache, kv: KvCaches, slot: Slot, tokens: list[int]) -> None:
@@ -76,14 +76,15 @@ def swap_cached_prompt(cache: PromptCache, kv: KvCaches, slot: Slot, tokens: lis
     ``tokens`` better than what the slot holds (the slot is emptied if loading fails)."""
     log.debug("updating prompt cache")
     _save(cache, kv, slot)
-    best = cache.take_best(slot.cache_tokens, tokens)
+    best = cache.take_best(slot.memory.tokens, tokens)
     if best is not None:
         try:
             for ctx, data in zip(kv.contexts(), (best.target, best.draft), strict=False):
                 if data:
                     ctx.seq_rm(slot.id)
                     ctx.load_seq_state_bytes(data, slot.id)
-            slot.cache_tokens, slot.lora, slot.checkpoints = best.tokens, best.lora, best.checkpoints
+            slot.memory.replace(best.tokens, best.checkpoints)
+            slot.memory.lora = best.lora
             log.debug("slot %d: loaded a cached prompt of %d tokens", slot.id, len(best.tokens))
         except LlamaError:
             log.warning("slot %d: could not load a cached prompt; starting empty", slot.id)

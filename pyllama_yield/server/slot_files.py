@@ -38,9 +38,9 @@ class SlotFiles:
                 raise ValueError("Cannot serialize media chunk in server tokens: its medium is no longer known")
             return chunk
 
-        packed = token_state.pack(slot.cache_tokens, chunk_for)
+        packed = token_state.pack(slot.memory.tokens, chunk_for)
         n_bytes = self._kv.ctx.save_seq_state_file(path, slot.id, packed)
-        return _done(task, slot, path, t0, "save", len(slot.cache_tokens), n_bytes)
+        return _done(task, slot, path, t0, "save", len(slot.memory.tokens), n_bytes)
 
     def restore(self, task: Task) -> Result:
         slot, path = self._slot_and_path(task)
@@ -61,13 +61,13 @@ class SlotFiles:
             raise ValueError(f"Unable to restore slot: {exc}") from None
         for chunk in media:
             self._media.remember(chunk)
-        slot.cache_tokens, slot.checkpoints = tokens, []
+        slot.memory.replace(tokens)
         self._kv.reset_draft(slot, len(tokens))
         return _done(task, slot, path, t0, "restore", len(tokens), os.path.getsize(path))
 
     def erase(self, task: Task) -> Result:
         slot, _ = self._slot_and_path(task, need_path=False)
-        n = len(slot.cache_tokens)
+        n = len(slot.memory.tokens)
         self._kv.clear_slot(slot)
         return Result(task.id, SlotErased(slot.id, n))
 

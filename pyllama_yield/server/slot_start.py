@@ -16,9 +16,10 @@ from .media import media_boundary
 from .metrics import Stats
 from .params import DEFAULT_SEED
 from .prompt_cache import PromptCache, reuse_chunks
-from .slot import Slot, SlotState, TextStream, common_prefix
+from .slot import Drafting, Generation, Slot, SlotPrompt, common_prefix
 from .slot_choice import choose_slot, save_idle_slots, swap_cached_prompt
 from .task import CompletionTask
+from .text_stream import TextStream
 
 __all__ = ["SlotStarter"]
 
@@ -77,15 +78,9 @@ class SlotStarter:
             self._queue.defer(task)
             return
         self._kv.ctx.seq_rm(slot.id)
-        slot.checkpoints = []
-        slot.id_task = task.id
-        slot.task = et
-        slot.lora = self._loras.scales
-        slot.prompt_tokens = et.prompt_tokens
-        slot.cache_tokens = []
-        slot.n_prompt_done = slot.n_prompt_cached = 0
-        slot.start_timing()
-        slot.state = SlotState.PROCESSING_PROMPT
+        slot.memory.forget()
+        slot.memory.lora = self._loras.scales
+        slot.start(task.id, et, SlotPrompt(et.prompt_tokens), Generation())
 
     def _assign(self, slot: Slot, id_task: int, ct: CompletionTask) -> None:
         tokens = ct.prompt_tokens
@@ -94,33 +89,26 @@ class SlotStarter:
         except ValueError as exc:  # e.g. a grammar llama.cpp cannot parse
             raise ValueError(str(exc)) from None
         lora = self._loras.scales_for(ct.params.lora)
-        if lora != slot.lora:  # the cache was computed with other adapters: not reusable
-            slot.forget_cache()
-            slot.lora = lora
+        memory = slot.memory
+        if lora != memory.lora:  # the cache was computed with other adapters: not reusable
+            memory.forget()
+            memory.lora = lora
         n_keep = self._kept_prefix(slot, ct)
-        slot.id_task = id_task
-        slot.task = ct
-        slot.prompt_tokens = tokens
-        slot.cache_tokens = tokens[:n_keep]
-        slot.n_prompt_done = slot.n_prompt_cached = n_keep
+        memory.tokens = tokens[:n_keep]  # what its cells hold now (reused chunks may have moved)
         self._stats.add(prompt_tokens_cached=n_keep)
-        slot.generated = []
-        slot.text = TextStream(ct.params.stop)
         slot.take_sampler(sampler)
         sampler.accept_prompt(tokens)  # penalties look back over the prompt too, as in llama-server
-        slot.n_draft_total = slot.n_draft_accepted = 0
-        slot.synth_rng = self._kv.drafter.synth_rng(ct.params.sampling.get("seed", DEFAULT_SEED))
-        slot.start_timing()
-        slot.state = SlotState.PROCESSING_PROMPT
+        slot.draft = Drafting(synth_rng=self._kv.drafter.synth_rng(ct.params.sampling.get("seed", DEFAULT_SEED)))
+        slot.start(id_task, ct, SlotPrompt.keeping(tokens, n_keep), Generation(TextStream(ct.params.stop)))
         self._emitter.progress(slot)  # 0 %: the request has started
         self._kv.reset_draft(slot, n_keep)
 
     def _kept_prefix(self, slot: Slot, ct: CompletionTask) -> int:
         """How many of the slot's cached tokens the new prompt keeps; the cache is cut to them."""
         tokens, ctx = ct.prompt_tokens, self._kv.ctx
-        n_keep = common_prefix(slot.cache_tokens, tokens) if ct.params.cache_prompt else 0
+        n_keep = common_prefix(slot.memory.tokens, tokens) if ct.params.cache_prompt else 0
         if ct.params.n_cache_reuse > 0 and ctx.can_shift and self._chunk_reuse:
-            n_keep = reuse_chunks(ctx, slot.id, slot.cache_tokens, tokens, n_keep, ct.params.n_cache_reuse)
+            n_keep = reuse_chunks(ctx, slot.id, slot.memory.tokens, tokens, n_keep, ct.params.n_cache_reuse)
         n_keep = min(n_keep, len(tokens) - 1)  # evaluate at least the last prompt token, for its logits
         n_keep = media_boundary(ct.media, n_keep)  # whole media only
         if ct.params.prompt_logprobs >= 0:

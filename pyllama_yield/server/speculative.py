@@ -105,16 +105,16 @@ class DraftModel(NoDraft):
         """Draft tokens for each generating slot (greedy)."""
         ctx, b = self._context(), self.batch
         for s in slots:
-            pos = len(s.cache_tokens)
+            pos = len(s.memory.tokens)
             n_predict = s.completion.params.n_predict
             budget = self.n_draft
             if n_predict >= 0:
-                budget = min(budget, n_predict - len(s.generated) - 1)
+                budget = min(budget, n_predict - len(s.generated.tokens) - 1)
             budget = max(0, min(budget, n_ctx_slot - pos - 2))
             if budget < self.n_draft_min:
                 budget = 0  # too few drafts to be worth verifying (--spec-draft-n-min)
             drafts: list[int] = []
-            tok = s.last_token
+            tok = s.generated.last_token
             for i in range(max(budget, 1)):  # at least the last token, to keep the draft KV in step
                 b.clear()
                 b.add(tok, pos + i, s.id, logits=True)
@@ -122,17 +122,17 @@ class DraftModel(NoDraft):
                 if i < budget:
                     tok = int(np.argmax(ctx.logits()))
                     drafts.append(tok)
-            s.drafts = drafts
+            s.draft.pending = drafts
 
     def process(self, target: Context, slots: list[Slot]) -> bool:
         """Trim both KV caches to the accepted tokens; False when the draft model failed."""
         ctx = self._context()
         try:
             for s in slots:
-                keep = len(s.cache_tokens)
-                if s.draft_kv_short:
+                keep = len(s.memory.tokens)
+                if s.draft.kv_short:
                     self.batch.clear()
-                    self.batch.add(s.cache_tokens[-1], keep - 1, s.id, logits=False)
+                    self.batch.add(s.memory.tokens[-1], keep - 1, s.id, logits=False)
                     ctx.decode(self.batch)
                 target.seq_rm(s.id, keep, -1)
                 ctx.seq_rm(s.id, keep, -1)
@@ -157,7 +157,7 @@ class DraftModel(NoDraft):
         ctx = self._context()
         for start in range(0, n_keep, self.n_batch):
             self.batch.clear()
-            self.batch.add_sequence(slot.cache_tokens[start : start + self.n_batch], start, slot.id, False)
+            self.batch.add_sequence(slot.memory.tokens[start : start + self.n_batch], start, slot.id, False)
             ctx.decode(self.batch)
 
     def synth_rng(self, seed: int) -> random.Random | None:
