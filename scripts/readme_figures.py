@@ -454,6 +454,36 @@ def upstream_server_tests(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+FAIR_SHARE_KEYS = ("bob_ttft_ms", "bob_done_ms", "alice_tokens_per_s", "alice_last_done_ms")
+
+
+def bench_fair_share(result: dict[str, Any]) -> str:
+    f = result["flags"]
+    slots = int(f["slots"])
+    lines = [
+        f"Fresh servers, `-t {f['threads']} -np {slots} -c {slots * 1024} --metrics`: alice streams {f['streams']} "
+        f"requests of {f['n_predict']} tokens at once, then bob one (OpenAI's `user` names them); the servers taking "
+        f"turns, {f['rounds']} rounds ({_source(result, 'bench_fair_share')}):",
+        "",
+        "| server | round | bob: first token | bob: answer | alice: tokens/s | alice: last answer |",
+        "|---|---|---|---|---|---|",
+    ]
+    rows = [*result["rows"], *({**m, "round": "**median**"} for m in result["medians"])]
+    for r in rows:
+        lines.append(
+            f"| {r['server']} | {r['round']} | {r['bob_ttft_ms']:.0f} ms | {r['bob_done_ms']:.0f} ms "
+            f"| {r['alice_tokens_per_s']:.0f} | {r['alice_last_done_ms']:.0f} ms |"
+        )
+    q = result.get("ratios") or {}
+    if q:
+        lines += [
+            "",
+            f"Ours ÷ llama-server: bob's first token **{q['bob_ttft_ms']:.2f}**, his answer {q['bob_done_ms']:.2f}; "
+            f"alice's tokens/s {q['alice_tokens_per_s']:.2f}, her last answer {q['alice_last_done_ms']:.2f}.",
+        ]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "upstream_server_tests": upstream_server_tests,
     "wheel_builds": wheel_builds,
@@ -466,6 +496,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench_host_cost": bench_host_cost,
     "bench_decode": bench_decode,
     "profile_host_cost": profile_host_cost,
+    "bench_fair_share": bench_fair_share,
 }
 
 
@@ -512,6 +543,12 @@ def _summaries(name: str, result: dict[str, Any]) -> dict[str, Any]:
         return {"medians": medians, "ratios": per_n}
     if name == "bench_host_cost":
         return {"ratios": _host_cost_ratios(result["rows"])}
+    if name == "bench_fair_share":
+        medians = _median_rows(result["rows"], ("server",), FAIR_SHARE_KEYS)
+        if len(medians) < 2:
+            return {"medians": medians, "ratios": {}}
+        ours, theirs = medians
+        return {"medians": medians, "ratios": {k: ours[k] / theirs[k] for k in FAIR_SHARE_KEYS if theirs[k]}}
     if name == "profile_host_cost":
         return {"medians": _profile_medians(result["rows"])}
     if name == "bench_decode":

@@ -60,7 +60,7 @@ def _endpoint(fn: Handler, public: bool = False, wakes: bool = True) -> Handler:
         return response
 
     async def wrapped(request: Request) -> Response:
-        return await guarded(request, run, None if public else request.app.state.pyllama.settings.api_keys)
+        return await guarded(request, run, None if public else request.app.state.pyllama.keys)
 
     return wrapped
 
@@ -99,6 +99,7 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/v1/health", native.health, ["GET"], True),
     ("/metrics", _gated(native.metrics, lambda s: s.metrics, "--metrics", "metrics endpoint"), ["GET"], False),
     ("/slots", _gated(native.slots, lambda s: s.slots, "--slots", "slots endpoint"), ["GET"], False),
+    ("/queue", _gated(native.queue, lambda s: s.slots, "--slots", "queue endpoint"), ["GET"], False),
     ("/tokenize", native.tokenize, ["POST"], False),
     ("/detokenize", native.detokenize, ["POST"], False),
     ("/completion", native.completion, ["POST"], False),

@@ -24,6 +24,7 @@ class AppState:
 
     def __init__(self, settings: ServerSettings, poll_interval_s: float = 0.25) -> None:
         self.settings = settings
+        self.keys = settings.key_ring()
         self.poll_interval_s = poll_interval_s
         self.engine: Engine = None  # type: ignore[assignment]  # set by attach()
         self.bridge: Bridge = None  # type: ignore[assignment]
@@ -42,6 +43,7 @@ class AppState:
         s = self.settings
         threads = s.threads_http if s.threads_http > 0 else 512
         self.bridge = Bridge(engine, self.poll_interval_s, threads, max_queue=s.max_queue, timeout_s=s.timeout)
+        engine.queue.fair_share.weigh = self.keys.weight  # a tenant's share of the slots: its key's weight
         self.engine = engine
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:

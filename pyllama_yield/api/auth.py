@@ -10,25 +10,35 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..settings.keys import ApiKey, KeyRing
 from .errors import ApiError, error_response
 
-__all__ = ["authorized", "guarded"]
+__all__ = ["authorized", "guarded", "request_key"]
 
 log = logging.getLogger("pyllama_yield.api")
 
 
-def authorized(request: Request, keys: list[str]) -> bool:
-    """Whether ``request`` may pass: no keys configured, or one of them given."""
+def authorized(request: Request, keys: KeyRing) -> bool:
+    """Whether ``request`` may pass: no keys configured, or one of them given (which the request
+    keeps: :func:`request_key`)."""
     if not keys:
         return True
     auth = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
-    return (auth[7:] if auth.startswith("Bearer ") else auth) in keys
+    key = keys.match(auth[7:] if auth.startswith("Bearer ") else auth)
+    request.state.api_key = key
+    return key is not None
+
+
+def request_key(request: Request) -> ApiKey | None:
+    """The API key a request passed with (None when the server takes any request)."""
+    key = getattr(request.state, "api_key", None)
+    return key if isinstance(key, ApiKey) else None
 
 
 async def guarded(
     request: Request,
     handler: Callable[[Request], Awaitable[Response]],
-    keys: list[str] | None,
+    keys: KeyRing | None,
     refuse: Callable[[ApiError], Response] = error_response,
 ) -> Response:
     """``handler(request)`` once the API key passed (``keys`` None: a public route); a refusal

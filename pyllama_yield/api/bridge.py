@@ -13,6 +13,7 @@ import json
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -25,7 +26,9 @@ from ..queue import ResponseReader, Result, TaskType
 from ..server import CompletionParams, CompletionTask, Engine
 from ..server.async_reader import AsyncReader, Doorbell
 from ..server.errors import failure_of
+from ..server.queue_report import QueuePosition
 from ..server.results import Indexed, coalesce_steps, expect
+from .auth import request_key
 from .errors import ApiError, error_json, failure_error, result_error
 from .event_stream import EventStream
 
@@ -93,6 +96,7 @@ class Bridge:
         self.max_in_flight = engine.n_parallel + max_queue  # completion tasks running or waiting
         self.timeout_s = timeout_s
         self.in_flight = 0  # only touched on the event loop thread
+        self.in_flight_by_tenant: Counter[str] = Counter()  # by API key's tenant ("": none)
         self._pool = ThreadPoolExecutor(max_threads, thread_name_prefix="pyllama-http")
         self._doorbell: Doorbell | None = None  # of the first event loop that reads results
 
@@ -165,8 +169,9 @@ class Bridge:
         small = size is not None and size.isdigit() and int(size) <= INLINE_BODY_BYTES
         return small and self.engine.tasks.projector is None
 
-    def submit(self, tasks: list[Any]) -> AsyncReader:
-        """Post the tasks, if the queue has room for them (else a 503 with Retry-After)."""
+    def submit(self, request: Request, tasks: list[Any]) -> AsyncReader:
+        """Post the tasks, if the queue has room for them (else a 503 with Retry-After) and the
+        request's API key its ``max_in_flight`` (else a 429), as that key's tenant and priority."""
         if self.in_flight + len(tasks) > self.max_in_flight:
             raise ApiError(
                 f"the server is busy ({self.in_flight} requests in flight); retry later",
@@ -174,11 +179,30 @@ class Bridge:
                 "unavailable_error",
                 headers={"Retry-After": "1"},
             )
-        reader = self.engine.submit(tasks, self.poll_interval_s)
+        key = request_key(request)
+        tenant = key.tenant if key else ""
+        if key and key.max_in_flight and self.in_flight_by_tenant[tenant] + len(tasks) > key.max_in_flight:
+            raise ApiError(
+                f"{self.in_flight_by_tenant[tenant]} requests of this API key are in flight, its limit is "
+                f"{key.max_in_flight}; retry later",
+                429,
+                "rate_limit_error",
+                headers={"Retry-After": "1"},
+            )
+        reader = self.engine.submit(
+            tasks,
+            self.poll_interval_s,
+            tenant=key.tenant if key else None,
+            min_priority=key.priority if key else 0,
+        )
         self.in_flight += len(tasks)
+        self.in_flight_by_tenant[tenant] += len(tasks)
 
         def release() -> None:
             self.in_flight -= len(tasks)
+            self.in_flight_by_tenant[tenant] -= len(tasks)
+            if not self.in_flight_by_tenant[tenant]:
+                del self.in_flight_by_tenant[tenant]
 
         return self._reader(reader, on_stop=release)
 
@@ -194,7 +218,7 @@ class Bridge:
         disconnect cancels."""
         finals: dict[int, R] = {}
         expired = self._deadline()
-        with DisconnectWatch(request) as watch, self.submit(tasks) as reader:
+        with DisconnectWatch(request) as watch, self.submit(request, tasks) as reader:
             while len(finals) < len(tasks):
                 batch = await reader.next_batch(lambda: watch.event.is_set() or expired())
                 if not batch and expired():
@@ -221,6 +245,7 @@ class Bridge:
 
     async def stream(
         self,
+        request: Request,
         tasks: list[CompletionTask],
         render: Callable[[Result], list[Any]],
         done: str | None,
@@ -237,7 +262,10 @@ class Bridge:
         HTTP error, not an event stream. ``coalesce``: tokens of a task that came together are
         rendered as one (``coalesce_steps``), for renders that cost more than a token's worth."""
         expired = self._deadline()
-        reader = self.submit(tasks)
+        sse_stream = media_type == "text/event-stream"
+        for t in tasks:  # a waiting task is told its place: an SSE comment (NDJSON has none)
+            t.params.report_position = sse_stream
+        reader = self.submit(request, tasks)
         first = await self._first_results(reader, expired)
 
         async def events() -> AsyncIterator[str]:
@@ -249,6 +277,9 @@ class Bridge:
                         if res.is_error:
                             yield "".join(out) + error_frame(result_error(res))
                             return
+                        if isinstance(res.payload, QueuePosition):
+                            out.append(res.payload.sse_comment())
+                            continue
                         out += [frame(item) for item in render(res)]
                         n_final += res.is_final
                     if n_final == len(tasks):

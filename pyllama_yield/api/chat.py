@@ -104,7 +104,7 @@ async def answer_with_events(
 ) -> Response:
     """One answer as named SSE events when streamed (Anthropic, OpenAI Responses), else whole."""
     if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, events, done=None, frame=named_event_sse, coalesce=True)
+        return await state.bridge.stream(request, tasks, events, done=None, frame=named_event_sse, coalesce=True)
     finals = await state.bridge.run_to_end(request, tasks, CompletionFinal)
     return JSONResponse(whole(finals[0]))
 

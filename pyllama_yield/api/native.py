@@ -57,6 +57,16 @@ async def slots(request: Request) -> Response:
     return JSONResponse((await current_metrics(request.app.state.pyllama))["slots"])
 
 
+async def queue(request: Request) -> Response:
+    """Ours: the requests waiting for a slot, in the order freed slots will take them."""
+    waiting = request.app.state.pyllama.engine.queue.waiting()
+    entries = [
+        {"position": i, "id_task": t.id, "tenant": t.tenant, "priority": t.priority, "waited_ms": round(s * 1e3, 1)}
+        for i, (t, s) in enumerate(waiting, 1)
+    ]
+    return JSONResponse({"n_waiting": len(entries), "waiting": entries})
+
+
 async def tokenize(request: Request) -> Response:
     state: AppState = request.app.state.pyllama
     req = parse(TokenizeRequest, await json_body(request))
@@ -120,6 +130,6 @@ async def completion(request: Request, body: dict[str, Any] | None = None, promp
         def render(r: Result) -> list[Any]:
             return [shape(completion_step(r))]
 
-        return await state.bridge.stream(tasks, render, done=None)
+        return await state.bridge.stream(request, tasks, render, done=None)
     finals = [shape(p) for p in await state.bridge.run_to_end(request, tasks, CompletionFinal)]
     return JSONResponse(finals[0] if len(finals) == 1 else finals)

@@ -128,6 +128,7 @@ def _tool_calls(message: ParsedMessage) -> list[dict[str, Any]]:
 async def _respond(request: Request, state: AppState, tasks: list[Any], answer: Answer, stream: bool) -> Response:
     if stream:
         return await state.bridge.stream(
+            request,
             tasks,
             answer.chunks,
             done=None,

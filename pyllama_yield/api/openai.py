@@ -173,7 +173,7 @@ class TextAnswer:
 
 async def answer(request: Request, state: AppState, tasks: list[CompletionTask], shape: OpenAIAnswer) -> Response:
     if tasks[0].params.stream:
-        return await state.bridge.stream(tasks, shape.chunks, done="[DONE]", coalesce=shape.coalesce)
+        return await state.bridge.stream(request, tasks, shape.chunks, done="[DONE]", coalesce=shape.coalesce)
     return JSONResponse(shape.whole(await state.bridge.run_to_end(request, tasks, CompletionFinal)))
 
 

@@ -44,4 +44,13 @@ def prometheus_text(m: dict[str, Any]) -> str:
     name = "pyllama_yield:loop_seconds_total"
     lines += [f"# HELP {name} Seconds of the loop thread's steps, by phase", f"# TYPE {name} counter"]
     lines += [f'{name}{{phase="{phase}"}} {s}' for phase, s in m.get("loop_seconds", {}).items()]
+    # ours, for many users and for a gateway that picks a replica by its load
+    name = "pyllama_yield:requests_waiting"
+    lines += [f"# HELP {name} Requests waiting for a slot, by priority (lower is sooner)", f"# TYPE {name} gauge"]
+    by_priority = m.get("requests_waiting_by_priority") or {0: 0}
+    lines += [f'{name}{{priority="{p}"}} {n}' for p, n in sorted(by_priority.items())]
+    name = "pyllama_yield:kv_cache_usage_ratio"
+    usage = m.get("kv_cache_tokens", 0) / m["n_ctx"] if m.get("n_ctx") else 0.0
+    lines += [f"# HELP {name} Share of the KV cache's cells the slots hold (0-1)", f"# TYPE {name} gauge"]
+    lines += [f"{name} {usage}"]
     return "\n".join(lines) + "\n"

@@ -13,12 +13,14 @@ Every wait is on a condition variable; nothing polls or sleeps.
 
 from __future__ import annotations
 
+from .fair_share import FairShare
 from .responses import BatchResponse, ResponseReader, ServerResponse, Wake, ring
 from .server_queue import ServerQueue
 from .tasks import QueueError, Result, Task, TaskType
 
 __all__ = [
     "BatchResponse",
+    "FairShare",
     "QueueError",
     "ResponseReader",
     "Result",

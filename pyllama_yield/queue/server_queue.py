@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .fair_share import SLOT_TASKS, FairShare
 from .tasks import QueueError, Task, TaskType
 
 __all__ = ["ServerQueue"]
@@ -53,6 +54,7 @@ class ServerQueue:
         self._on_new_task: NewTaskCallback = _no_new_task_callback
         self._on_update_slots: Callable[[], None] = lambda: None
         self._on_sleeping: list[Callable[[bool], None]] = []
+        self.fair_share = FairShare()  # which deferred task goes next (its weights settable)
 
     # --- registration (before start_loop) ---------------------------------------------------
     def on_new_task(self, callback: NewTaskCallback) -> None:
@@ -87,6 +89,7 @@ class ServerQueue:
                     task.id = next(self._ids)
                 if task.type is TaskType.CANCEL:
                     self._drop_pending(task.id_target)
+                self.fair_share.posted(task)
                 reset_timer |= _resets_idle_timer(task)
             if front:
                 self._tasks.extendleft(reversed(tasks))
@@ -107,14 +110,16 @@ class ServerQueue:
         """Q3: park a task until a slot frees (see :meth:`pop_deferred_task`)."""
         with self._lock:
             self._deferred.append(task)
+            self.fair_share.deferred(task)
             self._time_last_task = time.monotonic()
             self._cond_tasks.notify_all()
 
     def pop_deferred_task(self, id_slot: int) -> None:
-        """Q3: move the first deferred task that asked for ``id_slot`` (else the oldest) to the front."""
+        """Q3: move the first deferred task that asked for ``id_slot`` (else the next by priority
+        and tenants' fair share: fair_share.py) to the front."""
         with self._lock:
-            if self._deferred:
-                chosen = next((t for t in self._deferred if t.id_slot == id_slot), self._deferred[0])
+            chosen = self.fair_share.pick(self._deferred, id_slot)
+            if chosen is not None:
                 self._deferred.remove(chosen)
                 self._tasks.appendleft(chosen)
             self._time_last_task = time.monotonic()
@@ -125,6 +130,19 @@ class ServerQueue:
     def n_deferred(self) -> int:
         with self._lock:
             return len(self._deferred)
+
+    def deferred_tasks(self) -> list[Task]:
+        """The deferred tasks, oldest first (a copy)."""
+        with self._lock:
+            return list(self._deferred)
+
+    def waiting(self) -> list[tuple[Task, float]]:
+        """The deferred tasks in the order freed slots will take them, each with how long it has
+        waited (seconds)."""
+        now = time.monotonic()
+        with self._lock:
+            fair = self.fair_share
+            return [(t, now - (fair.waiting_since(t.id) or now)) for t in fair.order(self._deferred)]
 
     @property
     def is_sleeping(self) -> bool:
@@ -148,6 +166,7 @@ class ServerQueue:
 
     def _drop_pending(self, id_target: int) -> None:
         # caller holds the lock; a task declined during a yield can be cancelled too
+        self.fair_share.forget(id_target)
         for q in (self._tasks, self._deferred, self._declined):
             kept = [t for t in q if t.id != id_target]
             if len(kept) != len(q):
@@ -168,6 +187,9 @@ class ServerQueue:
             # no lock here: the callback may post
             if not self._on_new_task(task, False):
                 raise QueueError(f"task {task.id} declined while not yielding")
+            if task.type in SLOT_TASKS:
+                with self._lock:
+                    self.fair_share.handled(task)
 
     def start_loop(self, idle_sleep_ms: int = -1) -> None:
         """Q4-Q7: serve tasks and call update-slots until :meth:`terminate`; blocks."""
@@ -297,6 +319,8 @@ class ServerQueue:
                     self._w_exception = error  # the worker serves nothing more this yield
                 elif not handled:
                     self._declined.append(task)  # set aside, else it would be offered again
+                elif task.type in SLOT_TASKS:
+                    self.fair_share.handled(task)
                 self._w_serving = False
                 self._cond_tasks.notify_all()  # the loop thread may be waiting to end the yield
 

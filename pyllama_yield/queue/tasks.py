@@ -35,6 +35,9 @@ class Task:
     id_target: int = -1  # for CANCEL: the task to cancel
     id_slot: int = -1  # the slot the task asks for, -1 for any
     payload: Any = None
+    # who asked and how urgently, for the choice of a deferred task (fair_share.py)
+    tenant: str = ""
+    priority: int = 0  # lower is sooner
 
 
 @dataclass

@@ -40,6 +40,7 @@ from ..api.openai import model_entry
 from ..api.resumable import CONVERSATION_HEADER
 from ..server.errors import EngineFailure, ErrorKind
 from ..settings import ServerSettings
+from ..settings.keys import KeyRing
 from ..tools import ServerTools
 from . import ollama
 from .downloads import Download, Downloads
@@ -52,7 +53,7 @@ __all__ = ["build_router_app"]
 
 log = logging.getLogger("pyllama_yield.router")
 
-PROXIED_GET = ("/metrics", "/lora-adapters", "/slots")  # GETs about one model: ``?model=`` names it
+PROXIED_GET = ("/metrics", "/lora-adapters", "/slots", "/queue")  # GETs about one model: ``?model=`` names it
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
@@ -226,7 +227,7 @@ async def _answered(response: Response) -> Response:
     return response
 
 
-def _endpoint(fn: Handler, keys: list[str], public: bool = False) -> Handler:
+def _endpoint(fn: Handler, keys: KeyRing, public: bool = False) -> Handler:
     async def wrapped(request: Request) -> Response:
         ollama_shape = request.url.path.startswith("/api/")
 
@@ -280,7 +281,7 @@ def proxied_posts(own: list[tuple[str, Handler, list[str], bool]]) -> list[str]:
 def build_router_app(router: ModelRouter, settings: ServerSettings, tools: ServerTools | None = None) -> Starlette:
     """``tools``: what ``/tools`` serves (``--tools`` and MCP servers; None: the route answers 403)."""
     h = RouterRoutes(router, settings)
-    keys = settings.api_keys
+    keys = settings.key_ring()
     table: list[tuple[str, Handler, list[str], bool]] = [
         ("/health", h.health, ["GET"], True),
         ("/v1/health", h.health, ["GET"], True),

@@ -21,7 +21,7 @@ __all__ = ["is_router", "serve_router", "with_remote_preset"]
 # the router's own flags, and those each model's process gets from the router instead (the
 # server tools, MCP servers and the CORS proxy run in the router, as llama-server's)
 _NOT_PASSED_ON = ROUTER_FIELDS - {"offline"} | {
-    "model", "mmproj", "hf_repo", "hf_file", "alias", "tags", "host", "port", "api_key",
+    "model", "mmproj", "hf_repo", "hf_file", "alias", "tags", "host", "port", "api_key", "api_key_file",
     "tools", "agent", "tools_runtime", "mcp_servers_config", "mcp_servers_json", "ui_mcp_proxy",
 }  # fmt: skip
 

@@ -9,6 +9,7 @@ from ..queue import Result, ServerQueue, ServerResponse
 from .errors import ErrorKind, error_result
 from .kv_caches import KvCaches
 from .metrics import Stats
+from .queue_report import QueueReport
 from .results import final_result, progress_result
 from .slot import Slot, StopType
 
@@ -21,6 +22,11 @@ class SlotEmitter:
         self._queue = queue
         self._stats = stats
         self._kv = kv
+        self._report = QueueReport(queue, responses)
+
+    def queue_changed(self) -> None:
+        """Tasks were deferred or resumed: the waiting ones that asked are told their place."""
+        self._report.update()
 
     def send(self, result: Result) -> None:
         self.responses.send(result)
@@ -66,4 +72,5 @@ class SlotEmitter:
     def release(self, s: Slot) -> None:
         s.reset()
         self._queue.pop_deferred_task(s.id)
+        self.queue_changed()
         self._stats.publish()

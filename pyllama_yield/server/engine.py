@@ -177,9 +177,14 @@ class Engine:
         self,
         request: dict[str, Any] | CompletionTask | list[CompletionTask] | list[EmbeddingTask],
         poll_interval_s: float = 0.5,
+        *,
+        tenant: str | None = None,
+        min_priority: int = 0,
     ) -> ResponseReader:
         """Post a completion (a request dict, or tasks from :meth:`make_tasks`); read partial and
-        final results from the returned reader."""
+        final results from the returned reader. ``tenant``: who the tasks count against when a
+        slot frees (None: each completion's ``user``); ``min_priority``: the most urgent priority
+        they may have (an API key's)."""
         tasks: list[CompletionTask] | list[EmbeddingTask]
         if isinstance(request, dict):
             tasks = self.tasks.make_tasks(request)
@@ -187,7 +192,7 @@ class Engine:
             tasks = request if isinstance(request, list) else [request]
         reader = ResponseReader(self.queue, self.responses, poll_interval_s)
         self.queue.wait_until_no_sleep()
-        reader.post_tasks([_as_task(t) for t in tasks])
+        reader.post_tasks([_as_task(t, tenant, min_priority) for t in tasks])
         return reader
 
     def complete(self, request: dict[str, Any] | CompletionTask, timeout_s: float = 300) -> CompletionFinal:
@@ -225,7 +230,15 @@ class Engine:
         return self.stats.snapshot(reset_buckets)
 
 
-def _as_task(t: CompletionTask | EmbeddingTask) -> Task:
+def _as_task(t: CompletionTask | EmbeddingTask, tenant: str | None, min_priority: int) -> Task:
     if isinstance(t, EmbeddingTask):
-        return Task(TaskType.EMBEDDING, payload=t)
-    return Task(TaskType.COMPLETION, id_slot=t.params.id_slot, payload=t)
+        return Task(TaskType.EMBEDDING, payload=t, tenant=tenant or "", priority=min_priority)
+    p = t.params
+    priority = max(p.priority, min_priority)
+    return Task(
+        TaskType.COMPLETION,
+        id_slot=p.id_slot,
+        payload=t,
+        tenant=p.user if tenant is None else tenant,
+        priority=priority,
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class Stats:
                 "n_decoded": len(s.generated.tokens),
                 "n_cached": len(s.memory.tokens),
                 "n_ctx": self._n_ctx_slot,
+                "tenant": s.tenant,  # ours: whose task it runs
             }
             for s in self._slots
         ]
@@ -150,6 +152,7 @@ class Stats:
                 "n_slots": len(self._slots),
                 "requests_processing": sum(s["is_processing"] for s in slots),
                 "n_ctx": self._n_ctx,
+                "kv_cache_tokens": sum(s["n_cached"] for s in slots),
                 **self._totals,
             }
 
@@ -167,7 +170,9 @@ class Stats:
                 snap = {**self._snapshot, **self._buckets, "loop_seconds": dict(self._loop_seconds)}
                 if reset_buckets:
                     self._buckets = _empty_buckets()
-        snap["requests_deferred"] = self._queue.n_deferred
+        waiting = self._queue.waiting()
+        snap["requests_deferred"] = len(waiting)
+        snap["requests_waiting_by_priority"] = dict(Counter(t.priority for t, _ in waiting))
         snap["uptime_s"] = time.time() - self.t_start
         snap["is_sleeping"] = self._queue.is_sleeping
         return snap

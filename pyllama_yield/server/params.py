@@ -119,6 +119,10 @@ class CompletionParams(BaseModel):
     post_sampling_probs: Bool = False
     # ours (vLLM's name): logprobs of the prompt's own tokens, with this many alternatives each
     prompt_logprobs: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = -1
+    # ours, for many users (queue/fair_share.py): vLLM's priority (lower is sooner) and OpenAI's
+    # end-user id (the tenant fair share counts by when the server has no API keys)
+    priority: Annotated[Int, Field(ge=-(2**20), le=2**20)] = 0
+    user: str | None = None
 
     # --- sampling (llama.cpp's names on the right, in TaskParams.sampling)
     temperature: Annotated[Num, _soft(0.0, math.inf)] = 0.8  # temp

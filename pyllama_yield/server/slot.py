@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..queue import Task
 from .embedding import EmbeddingTask
 from .probs import TokenProb
 from .task import CompletionTask
@@ -154,6 +155,7 @@ class Slot:
     state: SlotState = SlotState.IDLE
     id_task: int = -1
     task: CompletionTask | EmbeddingTask | None = None
+    tenant: str = ""  # whose task it runs (fair share counts the slots each tenant holds)
     sampler: CommonSampler | None = None  # while busy
     spent_sampler: CommonSampler | None = None  # the last task's, freed when the next task starts here
     memory: SlotMemory = field(default_factory=SlotMemory)
@@ -165,11 +167,10 @@ class Slot:
     i_batch_first: int = -1
     t_start: float = 0.0  # when the task started here
 
-    def start(
-        self, id_task: int, task: CompletionTask | EmbeddingTask, prompt: SlotPrompt, generated: Generation
-    ) -> None:
+    def start(self, queued: Task, prompt: SlotPrompt, generated: Generation) -> None:
         """The slot takes a task whose prompt comes next (the memory is already cut to what it keeps)."""
-        self.id_task, self.task = id_task, task
+        assert isinstance(queued.payload, (CompletionTask, EmbeddingTask))
+        self.id_task, self.task, self.tenant = queued.id, queued.payload, queued.tenant
         self.prompt, self.generated = prompt, generated
         self.t_start = now()
         self.state = SlotState.PROCESSING_PROMPT
@@ -241,6 +242,7 @@ class Slot:
         self.state = SlotState.IDLE
         self.id_task = -1
         self.task = None
+        self.tenant = ""
         if self.sampler is not None:  # kept until the slot's next task: see take_sampler
             if self.spent_sampler is not None:
                 self.spent_sampler.close()

@@ -61,11 +61,12 @@ class SlotStarter:
         if slot is None:
             task.id_slot = ct.params.id_slot
             self._queue.defer(task)  # resumed by pop_deferred_task when a slot frees
+            self._emitter.queue_changed()
             return
         cache = self._prompt_cache
         if update_cache and cache is not None:
             swap_cached_prompt(cache, self._kv, slot, ct.prompt_tokens)
-        self._assign(slot, task.id, ct)
+        self._assign(slot, task, ct)
         if self._cache_idle_slots and cache is not None:
             save_idle_slots(cache, self._kv, self._slots, free_cells=self._unified_kv)
 
@@ -80,9 +81,9 @@ class SlotStarter:
         self._kv.ctx.seq_rm(slot.id)
         slot.memory.forget()
         slot.memory.lora = self._loras.scales
-        slot.start(task.id, et, SlotPrompt(et.prompt_tokens), Generation())
+        slot.start(task, SlotPrompt(et.prompt_tokens), Generation())
 
-    def _assign(self, slot: Slot, id_task: int, ct: CompletionTask) -> None:
+    def _assign(self, slot: Slot, task: Task, ct: CompletionTask) -> None:
         tokens = ct.prompt_tokens
         try:
             sampler = CommonSampler(self._model, ct.params.sampling)
@@ -99,7 +100,7 @@ class SlotStarter:
         slot.take_sampler(sampler)
         sampler.accept_prompt(tokens)  # penalties look back over the prompt too, as in llama-server
         slot.draft = Drafting(synth_rng=self._kv.drafter.synth_rng(ct.params.sampling.get("seed", DEFAULT_SEED)))
-        slot.start(id_task, ct, SlotPrompt.keeping(tokens, n_keep), Generation(TextStream(ct.params.stop)))
+        slot.start(task, SlotPrompt.keeping(tokens, n_keep), Generation(TextStream(ct.params.stop)))
         self._emitter.progress(slot)  # 0 %: the request has started
         self._kv.reset_draft(slot, n_keep)
 

@@ -42,6 +42,9 @@ class TaskParams:
     sampling: dict[str, Any] = field(default_factory=dict)  # common_params_sampling, C++ names
     settings: dict[str, Any] = field(default_factory=dict)  # echoed as generation_settings
     lora: dict[int, float] | None = None  # adapter id -> scale; None: the server's scales
+    priority: int = 0  # lower is sooner
+    user: str = ""  # who asked, by the request's own word (OpenAI's "user")
+    report_position: bool = False  # told its place while it waits for a slot (queue_report.py)
 
 
 def resolve(
@@ -81,6 +84,8 @@ def resolve(
         sampling=sampling,
         settings=_generation_settings(p, sampling, stop, bias),
         lora={e.id: e.scale for e in p.lora} if p.lora else None,  # an empty list: the server's scales
+        priority=p.priority,
+        user=p.user or "",
     )
 
 

@@ -17,6 +17,7 @@ from .chat import ChatSettings
 from .defaults import RequestDefaults
 from .fields import NOT_YET, UnsupportedFlagError, arg, lora_scaled
 from .hub import HubSettings
+from .keys import KeyRing
 from .limits import ServerLimits
 from .router import RouterSettings
 
@@ -140,6 +141,12 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
     port: int = arg(8080, "--port", env="LLAMA_ARG_PORT")
     api_key: str | None = arg(
         None, "--api-key", env="LLAMA_API_KEY", help="require 'Authorization: Bearer KEY' (comma-separated keys)"
+    )
+    api_key_file: str | None = arg(
+        None,
+        "--api-key-file",
+        env="LLAMA_ARG_API_KEY_FILE",
+        help="API keys, one per line ('#': a comment); a line may add name=, weight=, priority=, max_in_flight=",
     )
     cors_origins: str | None = arg(
         None,
@@ -310,9 +317,9 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
     def hosts(self) -> list[str]:
         return [h for h in self.host.split(",") if h]
 
-    @property
-    def api_keys(self) -> list[str]:
-        return [k for k in (self.api_key or "").split(",") if k]
+    def key_ring(self) -> KeyRing:
+        """The API keys of ``--api-key`` and ``--api-key-file`` (the file read now)."""
+        return KeyRing.load(self.api_key, self.api_key_file)
 
     @property
     def synth_rates(self) -> list[float]:

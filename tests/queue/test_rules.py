@@ -689,3 +689,88 @@ def test_held_sends_go_out_together_at_flush_and_other_threads_are_not_held():
     assert [r.payload for r in a.take_available()] == [2]
     responses.send(Result(ta, "done"))  # no longer holding: at once
     assert [r.payload for r in a.take_available()] == ["done"]
+
+
+# --- Q3 with many users (fair_share.py) --------------------------------------------------------
+class OneSlot:
+    """A new-task callback that runs completions on ``n`` slots: a task takes a free one or is
+    deferred; ``free()`` (on the loop thread) ends the oldest running task."""
+
+    def __init__(self, q: ServerQueue, n: int = 1) -> None:
+        self.q, self.n = q, n
+        self.running: list[Task] = []
+        self.started: list[str] = []
+
+    def __call__(self, task: Task, is_yielding: bool) -> bool:
+        if task.type is not C:
+            return True
+        if len(self.running) < self.n:
+            self.running.append(task)
+            self.started.append(f"{task.tenant}{task.payload}")
+        else:
+            self.q.defer(task)
+        return True
+
+    def free(self) -> None:
+        self.running.pop(0)
+        self.q.pop_deferred_task(0)
+
+
+def _serve(q: ServerQueue, slots: OneSlot, tasks: list[Task]) -> list[str]:
+    d = Driver(q)
+    d.start()
+    q.post_many(tasks)
+    d.run()
+    while q.n_deferred:
+        d.run(slots.free)
+    d.stop()
+    return slots.started
+
+
+def test_q3_a_tenant_with_many_tasks_does_not_make_another_wait_behind_all_of_them():
+    q = ServerQueue()
+    slots = OneSlot(q)
+    q.on_new_task(slots)
+    many = [Task(C, tenant="a", payload=i) for i in range(4)]
+    # b's one task, posted after a's four: it goes second, not fifth
+    assert _serve(q, slots, [*many, Task(C, tenant="b", payload=0)]) == ["a0", "b0", "a1", "a2", "a3"]
+
+
+def test_q3_tenants_take_turns_by_weight_and_keep_their_own_order():
+    q = ServerQueue()
+    q.fair_share.weigh = lambda tenant: 2.0 if tenant == "a" else 1.0
+    slots = OneSlot(q)
+    q.on_new_task(slots)
+    tasks = [Task(C, tenant=t, payload=i) for t in "ab" for i in range(4)]
+    assert _serve(q, slots, tasks) == ["a0", "b0", "a1", "a2", "b1", "a3", "b2", "b3"]
+
+
+def test_q3_priority_goes_before_fair_share_and_a_slot_asked_for_before_both():
+    q = ServerQueue()
+    slots = OneSlot(q)
+    q.on_new_task(slots)
+    tasks = [
+        Task(C, tenant="a", payload=0),
+        Task(C, tenant="a", payload=1, priority=5),
+        Task(C, tenant="b", payload=2, priority=5),
+        Task(C, tenant="a", payload=3, priority=-1),
+        Task(C, tenant="c", payload=4, priority=9, id_slot=0),
+    ]
+    assert _serve(q, slots, tasks) == ["a0", "c4", "a3", "b2", "a1"]
+
+
+def test_q3_a_cancelled_waiting_task_leaves_no_trace_in_the_choice():
+    q = ServerQueue()
+    slots = OneSlot(q)
+    q.on_new_task(slots)
+    d = Driver(q)
+    d.start()
+    a = [Task(C, tenant="a", payload=i) for i in range(3)]
+    q.post_many(a)
+    d.run()
+    q.post(Task(X, id_target=a[1].id))
+    d.run()
+    while q.n_deferred:
+        d.run(slots.free)
+    d.stop()
+    assert slots.started == ["a0", "a2"] and q.fair_share.tag(a[1].id) is None

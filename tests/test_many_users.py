@@ -1,0 +1,140 @@
+"""Many users on one engine, over HTTP: API keys with tenants, weights and priorities
+(``--api-key-file``), the order waiting requests take a freed slot in, where each stands (an SSE
+comment, ``/queue``, ``/metrics``), and a key's limit of requests in flight.
+
+One slot, held by a request that cannot end on its own (context shift, no token limit) until its
+client leaves; every other request waits, so the order they are told is the server's choice, not
+a race."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from http_server import start_server, stop_server
+
+KEYS = """# tenants of this server
+sk-alice name=alice
+sk-bob name=bob
+sk-night name=night priority=10 max_in_flight=2
+"""
+QUEUED = re.compile(r"^: queued (\d+) of (\d+)$")
+
+
+@pytest.fixture(scope="module")
+def base(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    key_file = tmp_path_factory.mktemp("keys") / "keys.txt"
+    key_file.write_text(KEYS)
+    args = ["--parallel", "1", "--ctx-size", "512", "--threads", "1", "--context-shift", "--metrics"]
+    proc, url = start_server(tiny_model_path, *args, "--api-key-file", str(key_file))
+    yield url
+    out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]
+
+
+class Stream:
+    """A streamed completion, opened once its first event (a token or its place) came."""
+
+    def __init__(self, stack: contextlib.ExitStack, base: str, key: str, **body: object) -> None:
+        auth = {"Authorization": f"Bearer {key}"}
+        client = stack.enter_context(httpx.Client(base_url=base, timeout=30, headers=auth))
+        body = {"prompt": "Once upon a time", "n_predict": 4, "stream": True, **body}
+        self.response = stack.enter_context(client.stream("POST", "/completion", json=body))
+        assert self.response.status_code == 200, self.response.read()
+        self.lines = self.response.iter_lines()
+
+    def places(self, until: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+        """The places it was told, up to ``until`` (or to its first token)."""
+        seen: list[tuple[int, int]] = []
+        for line in self.lines:
+            if m := QUEUED.match(line):
+                seen.append((int(m[1]), int(m[2])))
+                if seen[-1] == until:
+                    return seen
+            elif line.startswith("data: "):
+                return seen
+        return seen
+
+    def rest(self) -> str:
+        return "\n".join(self.lines)
+
+
+def hold_the_slot(stack: contextlib.ExitStack, base: str) -> Stream:
+    blocker = Stream(stack, base, "sk-alice", n_predict=-1, ignore_eos=True)
+    assert blocker.places() == []  # it started at once: its first event is a token
+    return blocker
+
+
+def test_a_tenant_with_queued_requests_does_not_make_another_wait_behind_them(base: str) -> None:
+    with contextlib.ExitStack() as stack:
+        blocker = hold_the_slot(stack, base)
+        a2 = Stream(stack, base, "sk-alice")
+        assert a2.places(until=(1, 1)) == [(1, 1)]
+        a3 = Stream(stack, base, "sk-alice")
+        assert a3.places(until=(2, 2)) == [(2, 2)]
+        bob = Stream(stack, base, "sk-bob")  # posted last, served first: alice already holds the slot
+        assert bob.places(until=(1, 3)) == [(1, 3)]
+        assert a2.places(until=(2, 3)) == [(2, 3)] and a3.places(until=(3, 3)) == [(3, 3)]
+
+        queue = httpx.get(f"{base}/queue", headers={"Authorization": "Bearer sk-bob"}).json()
+        assert [(w["position"], w["tenant"]) for w in queue["waiting"]] == [(1, "bob"), (2, "alice"), (3, "alice")]
+        metrics = httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer sk-bob"}).text
+        assert 'pyllama_yield:requests_waiting{priority="0"} 3' in metrics
+        assert "llamacpp:requests_deferred 3" in metrics
+
+        blocker.response.close()  # the blocker's client leaves: its slot frees
+        assert bob.places() == []  # bob's next event is a token
+        assert '"stop": true' in bob.rest().replace('"stop":true', '"stop": true')
+        # alice's waiting requests moved up as bob left the queue, then ran in their order
+        assert a2.places() == [(1, 2)]
+        assert a3.places() == [(2, 2), (1, 1)]
+
+
+def test_priority_goes_first_a_key_sets_its_floor_and_limits_its_requests_in_flight(base: str) -> None:
+    with contextlib.ExitStack() as stack:
+        blocker = hold_the_slot(stack, base)
+        night = Stream(stack, base, "sk-night", priority=-5)  # its key's priority (10) is the most it gets
+        assert night.places(until=(1, 1)) == [(1, 1)]
+        later = Stream(stack, base, "sk-alice", priority=20)
+        assert later.places(until=(2, 2)) == [(2, 2)]
+        bob = Stream(stack, base, "sk-bob")  # priority 0: before both
+        assert bob.places(until=(1, 3)) == [(1, 3)]
+        assert night.places(until=(2, 3)) == [(2, 3)] and later.places(until=(3, 3)) == [(3, 3)]
+
+        # the night key may have two requests in flight: its second waits, its third is refused
+        second = Stream(stack, base, "sk-night")
+        assert second.places(until=(3, 4)) == [(3, 4)]
+        refused = httpx.post(
+            f"{base}/completion", json={"prompt": "x", "n_predict": 1}, headers={"Authorization": "Bearer sk-night"}
+        )
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        assert "limit is 2" in refused.json()["error"]["message"]
+
+        queue = httpx.get(f"{base}/queue", headers={"Authorization": "Bearer sk-bob"}).json()
+        assert [(w["tenant"], w["priority"]) for w in queue["waiting"]] == [
+            ("bob", 0),
+            ("night", 10),
+            ("night", 10),
+            ("alice", 20),
+        ]
+        metrics = httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer sk-bob"}).text
+        assert 'pyllama_yield:requests_waiting{priority="10"} 2' in metrics
+        blocker.response.close()
+        assert bob.places() == []
+
+
+def test_a_bad_key_file_line_is_refused_with_its_line(tiny_model_path: Path, tmp_path: Path) -> None:
+    from pyllama_yield.settings.keys import KeyRing
+
+    bad = tmp_path / "keys.txt"
+    bad.write_text("# ok\nsk-1 name=a\nsk-2 weigth=3\n")
+    with pytest.raises(ValueError, match=r"line 3: expected .*got 'weigth=3'"):
+        KeyRing.load(None, str(bad))
+    ring = KeyRing.load("k1,k2", None)
+    assert [k.tenant for k in ring.keys.values()] == ["key-1", "key-2"]
+    with pytest.raises(ValueError, match="cannot read"):
+        KeyRing.load(None, str(tmp_path / "missing"))
