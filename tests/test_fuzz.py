@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from openapi_spec_validator import validate
 
 from pyllama_yield.api.app import ROUTES
-from pyllama_yield.api.openapi import openapi_document
+from pyllama_yield.api.openapi import BODILESS_POSTS, FORM_BODIES, openapi_document
 
 JSON = {"Content-Type": "application/json"}
 BOUNDED, LONG = 12, 400  # examples per test (per operation for the generated requests)
@@ -96,6 +96,10 @@ def test_the_server_publishes_a_valid_openapi_31_document_with_every_route(opena
         op = openapi["paths"][path][methods[0].lower()]
         if (path, methods[0]) == ("/cors-proxy", "POST"):  # the proxied body is the target's business
             assert set(op["requestBody"]["content"]) == {"application/octet-stream"}
+        elif (path, methods[0]) in FORM_BODIES:  # an upload
+            assert op["requestBody"]["content"]["multipart/form-data"]["schema"]["required"] == ["file", "purpose"]
+        elif methods[0] == "POST" and path in BODILESS_POSTS:
+            assert "requestBody" not in op
         elif methods[0] == "POST":  # every body-reading route names its request model
             ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
             assert ref.split("/")[-1] in openapi["components"]["schemas"], path

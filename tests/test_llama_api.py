@@ -286,3 +286,15 @@ def test_close_and_garbage_collection_stop_the_loop(model_path):
     del llm
     gc.collect()
     assert len(loop_threads()) == before
+
+
+def test_many_prompts_are_answered_in_their_order_as_one_at_a_time(llm, capsys):
+    prompts = [f"Story {i}:" for i in range(9)]  # more than the 4 slots
+    one_by_one = [llm.create_completion(p, max_tokens=6, temperature=0)["choices"][0]["text"] for p in prompts]
+    many = llm.create_completions(prompts, max_tokens=6, temperature=0, progress=True)
+    assert [c["choices"][0]["text"] for c in many] == one_by_one
+    assert "completions: 100%" in capsys.readouterr().err  # the bar, forced on
+    chats = llm.create_chat_completions([[{"role": "user", "content": p}] for p in prompts[:3]], max_tokens=4)
+    assert [c["object"] for c in chats] == ["chat.completion"] * 3
+    with pytest.raises(ValueError):
+        llm.create_completions(["fine", "fine"], temperature="hot")

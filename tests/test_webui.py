@@ -286,3 +286,17 @@ def test_against_a_router_the_page_picks_a_model_and_shows_only_a_running_models
     finally:
         context.close()
         stop_server(proc)
+
+
+def test_the_queue_panel_shows_waiting_requests_by_priority(browser: Any, tiny_model_path: Path) -> None:
+    flags = ("-np", "1", "--ignore-eos", "--context-shift", "--metrics")
+    with page_on_own_server(browser, tiny_model_path, "test_queue_by_priority", *flags) as (base, page):
+        with contextlib.ExitStack() as stack:
+            client = stack.enter_context(httpx.Client(base_url=base, timeout=60))
+            for priority in (None, 10, 0):  # the first holds the slot (no limit); the others wait
+                n_predict = -1 if priority is None else 2
+                body = {"prompt": "Once", "stream": True, "n_predict": n_predict, "priority": priority}
+                response = stack.enter_context(client.stream("POST", "/completion", json=body))
+                assert response.status_code == 200  # open once its first event came: a token, or its place
+            shown = "2 waiting (priority 0: 1, priority 10: 1)"
+            page.wait_for_function(f"document.querySelector('#throughput').textContent.includes('{shown}')")

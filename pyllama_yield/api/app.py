@@ -24,6 +24,7 @@ from ..tools import ServerTools
 from . import (
     admin,
     anthropic,
+    batches,
     chat,
     cors_proxy,
     embeddings,
@@ -133,14 +134,18 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
     ("/cors-proxy", cors_proxy.cors_proxy, ["GET"], False),
     ("/cors-proxy", cors_proxy.cors_proxy, ["POST"], False),
     *((path, fn, methods, False) for path, fn, methods in ollama.ROUTES),
+    *((path, fn, methods, False) for path, fn, methods in batches.ROUTES),
 ]
 
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     await _import_what_a_stream_needs()
+    state: AppState = app.state.pyllama
+    state.batches.resume(app, state.wait_attached)  # batches a previous run left open go on
     yield
-    app.state.pyllama.streams.close()  # on the event loop: pumps cancelled, readers released
+    await state.batches.close()
+    state.streams.close()  # on the event loop: pumps cancelled, readers released
 
 
 async def _import_what_a_stream_needs() -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from starlette.requests import Request
 
+from ..batch import Batches, default_data_dir
 from ..server import Engine
 from ..settings import ServerSettings
 from ..tools import ServerTools
+from .auth import INTERNAL_HEADER, TENANT_HEADER
 from .bridge import Bridge
 from .errors import ApiError
 from .resumable import StreamSessions
@@ -25,6 +29,13 @@ class AppState:
     def __init__(self, settings: ServerSettings, poll_interval_s: float = 0.25) -> None:
         self.settings = settings
         self.keys = settings.key_ring()
+        data_dir = Path(settings.data_dir) if settings.data_dir else default_data_dir()
+        internal = {INTERNAL_HEADER: self.keys.internal}
+        # a batch keeps one line more in flight than there are slots: one always waits for the next
+        # free slot (behind any interactive request, whose priority is more urgent), so none idles
+        self.batches = Batches(
+            data_dir, lambda: self.engine.n_parallel + 1, lambda tenant: {**internal, TENANT_HEADER: tenant}
+        )
         self.poll_interval_s = poll_interval_s
         self.engine: Engine = None  # type: ignore[assignment]  # set by attach()
         self.bridge: Bridge = None  # type: ignore[assignment]
@@ -45,6 +56,11 @@ class AppState:
         self.bridge = Bridge(engine, self.poll_interval_s, threads, max_queue=s.max_queue, timeout_s=s.timeout)
         engine.queue.fair_share.weigh = self.keys.weight  # a tenant's share of the slots: its key's weight
         self.engine = engine
+
+    async def wait_attached(self) -> None:
+        """Until the model is loaded and served (the Batch API's runner starts then)."""
+        while self.engine is None:
+            await asyncio.sleep(0.1)  # set by another thread, once; nothing to wait on but the value
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a bridge thread (``/tools``' calls), awaited without blocking the loop."""

@@ -45,12 +45,25 @@ _OLLAMA_ERROR_RESPONSE = {"content": {"application/json": {"schema": {"$ref": RE
 
 # a body that is not ours to describe: the proxied request's
 OPAQUE_BODIES = {"/cors-proxy"}
+# POST routes that read no body
+BODILESS_POSTS = {"/v1/batches/{batch_id}/cancel"}
+# uploads (OpenAI's Files API)
+FORM_BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("/v1/files", "POST"): {
+        "type": "object",
+        "required": ["file", "purpose"],
+        "properties": {"file": {"type": "string", "format": "binary"}, "purpose": {"type": "string"}},
+    }
+}
 _CONVERSATION = ("conv_id", True, {"type": "string"})
+_PAGE = (("limit", False, {"type": "integer"}), ("after", False, {"type": "string"}))
 QUERY_PARAMS: dict[tuple[str, str], tuple[tuple[str, bool, dict[str, Any]], ...]] = {
     ("/slots/{id_slot}", "POST"): (("action", True, {"enum": ["save", "restore", "erase"]}),),
     ("/v1/stream", "GET"): (_CONVERSATION, ("from", False, {"type": "integer", "minimum": 0})),
     ("/v1/stream", "DELETE"): (_CONVERSATION,),
     ("/cors-proxy", "GET"): (("url", True, {"type": "string"}),),
+    ("/v1/files", "GET"): (("purpose", False, {"type": "string"}),),
+    ("/v1/batches", "GET"): _PAGE,
     ("/cors-proxy", "POST"): (("url", True, {"type": "string"}),),
 }
 
@@ -70,9 +83,17 @@ def _operation(path: str, method: str, public: bool, body: dict[str, Any] | None
         op["security"] = [{"apiKey": []}, {}]  # only when the server has --api-key
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    elif (path, method) in FORM_BODIES:
+        op["requestBody"] = {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": FORM_BODIES[path, method]}},
+        }
     elif path in OPAQUE_BODIES and method == "POST":
         op["requestBody"] = {"required": False, "content": {"application/octet-stream": {"schema": {}}}}
-    params = [{"name": p, "in": "path", "required": True, "schema": {"type": "integer"}} for p in _path_params(path)]
+    params = [
+        {"name": p, "in": "path", "required": True, "schema": {"type": "integer" if p == "id_slot" else "string"}}
+        for p in _path_params(path)
+    ]
     params += [
         {"name": name, "in": "query", "required": required, "schema": schema}
         for name, required, schema in QUERY_PARAMS.get((path, method), ())

@@ -190,10 +190,22 @@ class StreamLookupRequest(BaseModel):
     conversation_ids: list[str] = Field(default_factory=list)
 
 
-# (path, method) -> the model of its JSON body
+class BatchCreateRequest(BaseModel):
+    """``POST /v1/batches``: OpenAI's batch of the requests in an uploaded file."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input_file_id: str
+    endpoint: str
+    completion_window: str = "24h"
+    metadata: dict[str, str] | None = Field(None, max_length=16)
+
+
 class OllamaShowRequest(BaseModel):
     model: str
 
+
+# (path, method) -> the model of its JSON body
 
 REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("/api/chat", "POST"): OllamaChatRequest,
@@ -231,4 +243,5 @@ REQUEST_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("/responses/input_tokens", "POST"): ResponsesRequest,
     ("/v1/messages", "POST"): AnthropicMessagesRequest,
     ("/v1/messages/count_tokens", "POST"): AnthropicMessagesRequest,
+    ("/v1/batches", "POST"): BatchCreateRequest,
 }

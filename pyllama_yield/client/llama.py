@@ -13,7 +13,7 @@ import os
 import struct
 import tempfile
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from ..server.task import CompletionTask
 from . import shapes
 from .answers import ChatAnswer, CompletionAnswer, raise_for_error
 from .grammar import LlamaGrammar, LlamaState
+from .many import answer_in_order
 from .options import CHAT_DEFAULTS, COMPLETION_DEFAULTS, engine_config_from_kwargs, sampling_fields
 from .types import ChatCompletion, ChatCompletionChunk, Completion, CompletionChunk, EmbeddingResponse
 
@@ -148,6 +149,19 @@ class Llama:
         tasks, answer = await asyncio.to_thread(self._completion_tasks, prompt, stream, **kwargs)
         return self._astream(tasks, answer) if stream else answer.final(await self._acollect(tasks, CompletionFinal))
 
+    def create_completions(
+        self, prompts: Sequence[str | list[int]], *, progress: bool | None = None, **kwargs: Any
+    ) -> list[Completion]:
+        """:meth:`create_completion` for many prompts, the answers in their order: all slots kept
+        busy (one more request in flight than slots), a progress bar on a terminal (``progress``
+        True/False forces it on/off)."""
+
+        def one(prompt: str | list[int]) -> Completion:
+            tasks, answer = self._completion_tasks(prompt, False, **kwargs)
+            return answer.final(self._collect(tasks, CompletionFinal))
+
+        return answer_in_order(one, prompts, self._engine.n_parallel + 1, progress, "completions")
+
     def _completion_tasks(
         self,
         prompt: str | list[int],
@@ -192,6 +206,18 @@ class Llama:
         ``response_format`` with a JSON schema, ``logprobs``/``top_logprobs``, ``n``, ``stream``."""
         tasks, answer = self._chat_tasks(messages, stream, **kwargs)
         return self._stream(tasks, answer) if stream else answer.final(self._collect(tasks, CompletionFinal))
+
+    def create_chat_completions(
+        self, conversations: Sequence[list[dict[str, Any]]], *, progress: bool | None = None, **kwargs: Any
+    ) -> list[ChatCompletion]:
+        """:meth:`create_chat_completion` for many conversations, the answers in their order (see
+        :meth:`create_completions`)."""
+
+        def one(messages: list[dict[str, Any]]) -> ChatCompletion:
+            tasks, answer = self._chat_tasks(messages, False, **kwargs)
+            return answer.final(self._collect(tasks, CompletionFinal))
+
+        return answer_in_order(one, conversations, self._engine.n_parallel + 1, progress, "chats")
 
     async def acreate_chat_completion(
         self, messages: list[dict[str, Any]], stream: bool = False, **kwargs: Any

@@ -67,15 +67,17 @@ class FairShare:
             return None
         chosen = next((t for t in waiting if t.id_slot == id_slot), None)
         if chosen is None:
-            chosen = self.order(waiting)[0]
+            chosen = min(enumerate(waiting), key=self._rank)[1]
         self._waiting.pop(chosen.id, None)
         return chosen
 
     def order(self, waiting: Sequence[Task]) -> list[Task]:
         """``waiting`` (oldest first) in the order slots will take them (none asking for one)."""
-        tags = self._tags
-        ranked = sorted(enumerate(waiting), key=lambda it: (it[1].priority, tags.get(it[1].id, 0.0), it[0]))
-        return [t for _, t in ranked]
+        return [t for _, t in sorted(enumerate(waiting), key=self._rank)]
+
+    def _rank(self, item: tuple[int, Task]) -> tuple[int, float, int]:
+        age, task = item
+        return task.priority, self._tags.get(task.id, 0.0), age
 
     def tag(self, task_id: int) -> float | None:
         """A task's start tag until it starts."""

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 INT32_MAX = 2**31 - 1
+PRIORITY_LIMIT = 2**20  # a request's priority is within ±this; the Batch API runs at +this (the last)
 
 DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: a random seed per request
 
@@ -121,7 +122,7 @@ class CompletionParams(BaseModel):
     prompt_logprobs: Annotated[Int, Field(ge=-1, le=INT32_MAX)] = -1
     # ours, for many users (queue/fair_share.py): vLLM's priority (lower is sooner) and OpenAI's
     # end-user id (the tenant fair share counts by when the server has no API keys)
-    priority: Annotated[Int, Field(ge=-(2**20), le=2**20)] = 0
+    priority: Annotated[Int, Field(ge=-PRIORITY_LIMIT, le=PRIORITY_LIMIT)] = 0
     user: str | None = None
 
     # --- sampling (llama.cpp's names on the right, in TaskParams.sampling)

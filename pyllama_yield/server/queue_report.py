@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..queue import Result, ServerQueue, ServerResponse
+from ..queue import Result, ServerQueue, ServerResponse, Task
 from .task import CompletionTask
 
 __all__ = ["QueuePosition", "QueueReport"]
@@ -23,19 +23,22 @@ class QueuePosition:
         return f": queued {self.position} of {self.waiting}\n\n"
 
 
+def _wants_report(task: Task) -> bool:
+    return isinstance(task.payload, CompletionTask) and task.payload.params.report_position
+
+
 class QueueReport:
     def __init__(self, queue: ServerQueue, responses: ServerResponse) -> None:
         self._queue, self._responses = queue, responses
         self._told: dict[int, int] = {}  # task id -> the position it was last told
 
     def update(self) -> None:
+        if not self._told and not any(_wants_report(t) for t in self._queue.deferred_tasks()):
+            return  # nobody to tell: the ordering is not worth its sort
         waiting = self._queue.waiting()
-        if not waiting and not self._told:
-            return
         told: dict[int, int] = {}
         for position, (task, _) in enumerate(waiting, 1):
-            ct = task.payload
-            if not (isinstance(ct, CompletionTask) and ct.params.report_position):
+            if not _wants_report(task):
                 continue
             if self._told.get(task.id) != position:
                 self._responses.send(Result(task.id, QueuePosition(position, len(waiting)), is_final=False))

@@ -8,6 +8,7 @@ llama-server reads such a line as one key with spaces, so a file that uses these
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,8 @@ class KeyRing:
 
     def __init__(self, keys: list[ApiKey]) -> None:
         self.keys = {k.key: k for k in keys}
+        # what the server's own requests to itself carry (the batch runner's): never written anywhere
+        self.internal = secrets.token_hex(32)
 
     @classmethod
     def load(cls, inline: str | None, path: str | None) -> KeyRing:

@@ -30,6 +30,13 @@ class ServerLimits(BaseSettings):
         env="PYLLAMA_N_PREDICT_MAX",
         help="largest n_predict a request may ask for (-1: no cap but the context)",
     )
+    data_dir: str | None = arg(
+        None,
+        "--data-dir",
+        env="PYLLAMA_DATA_DIR",
+        help="where the Batch API keeps its files and state (default: $XDG_DATA_HOME/pyllama-yield, "
+        "else ~/.local/share/pyllama-yield)",
+    )
     n_probs_max: int = arg(
         100, "--n-probs-max", env="PYLLAMA_N_PROBS_MAX", help="largest n_probs / top_logprobs a request may ask for"
     )

@@ -82,7 +82,7 @@ export function parseMetrics(text) {
   for (const line of text.split("\n")) {
     if (!line || line.startsWith("#")) continue;
     const [name, value] = line.split(/\s+/);
-    if (!name.includes("{")) out[name] = Number(value);
+    out[name] = Number(value); // a labelled one under its name with labels: a{b="c"}
   }
   return out;
 }

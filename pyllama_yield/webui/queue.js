@@ -1,5 +1,5 @@
 // The queue, live: every slot (idle / prompt / generating, tokens so far, speed) and the server's
-// throughput and queue depth, from /slots and /metrics once a second. It keeps refreshing while
+// throughput and queue depth (by priority, on our server), from /slots and /metrics once a second. It keeps refreshing while
 // the model decodes: the server answers these from the queue without waiting for the decode.
 // Hidden when the server has neither route (--no-slots and no --metrics answer 501). ``query()``
 // (or its promise): what names the model on a router ("" otherwise; null: nothing to show now).
@@ -82,7 +82,16 @@ export class QueuePanel {
     const parts = [];
     if ("llamacpp:predicted_tokens_seconds" in m) parts.push(`${m["llamacpp:predicted_tokens_seconds"].toFixed(1)} tok/s`);
     if ("llamacpp:requests_processing" in m) parts.push(`${m["llamacpp:requests_processing"]} processing`);
-    if ("llamacpp:requests_deferred" in m) parts.push(`${m["llamacpp:requests_deferred"]} waiting`);
+    if ("llamacpp:requests_deferred" in m) {
+      // ours: by priority (lower is sooner), when more than the default one waits
+      const byPriority = Object.entries(m)
+        .map(([name, n]) => [name.match(/^pyllama_yield:requests_waiting\{priority="(-?\d+)"\}$/)?.[1], n])
+        .filter(([p, n]) => p !== undefined && n > 0)
+        .sort((a, b) => Number(a[0]) - Number(b[0]));
+      const listed = byPriority.map(([p, n]) => `priority ${p}: ${n}`).join(", ");
+      const detail = byPriority.some(([p]) => p !== "0") ? ` (${listed})` : "";
+      parts.push(`${m["llamacpp:requests_deferred"]} waiting${detail}`);
+    }
     this.root.querySelector("#throughput").textContent = parts.join(" · ");
   }
 }
