@@ -9,6 +9,7 @@ a race."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ KEYS = """# tenants of this server
 sk-alice name=alice
 sk-bob name=bob
 sk-night name=night priority=10 max_in_flight=2
+sk-meter name=meter tpm=20
 """
 QUEUED = re.compile(r"^: queued (\d+) of (\d+)$")
 
@@ -138,3 +140,51 @@ def test_a_bad_key_file_line_is_refused_with_its_line(tiny_model_path: Path, tmp
     assert [k.tenant for k in ring.keys.values()] == ["key-1", "key-2"]
     with pytest.raises(ValueError, match="cannot read"):
         KeyRing.load(None, str(tmp_path / "missing"))
+
+
+def _prompt_tokens_total(base: str) -> float:
+    text = httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer sk-bob"}).text
+    return float(next(line.split()[1] for line in text.splitlines() if line.startswith("llamacpp:prompt_tokens_total")))
+
+
+def test_a_more_urgent_request_preempts_a_running_one_which_then_goes_on_where_it_stopped(base: str) -> None:
+    """The slot is held by a request that never ends on its own: the urgent one can only finish
+    if it takes the slot; the held one then goes on with its state as it was (no prompt token
+    evaluated again, its text the same as an uninterrupted run's)."""
+    auth = {"Authorization": "Bearer sk-bob"}
+    body = {"prompt": "Once upon a time", "temperature": 0, "ignore_eos": True, "cache_prompt": False}
+    reference = httpx.post(f"{base}/completion", json={**body, "n_predict": 40}, headers=auth, timeout=60).json()
+    with contextlib.ExitStack() as stack:
+        low = Stream(stack, base, "sk-bob", **body, n_predict=-1, priority=5)
+        pieces: list[str] = []
+        for line in low.lines:  # a few tokens before the urgent request comes
+            if line.startswith("data: "):
+                pieces.append(json.loads(line[6:])["content"])
+                if len(pieces) == 10:
+                    break
+        before = _prompt_tokens_total(base)
+        urgent = httpx.post(
+            f"{base}/completion", json={"prompt": "Hi", "n_predict": 4, "priority": 0}, headers=auth, timeout=60
+        ).json()
+        assert urgent["tokens_predicted"] == 4 and urgent["stop"]
+        for line in low.lines:
+            if line.startswith("data: "):
+                pieces.append(json.loads(line[6:])["content"])
+                if len(pieces) == 40:
+                    break
+        assert "".join(pieces) == reference["content"]  # it went on where it stopped
+        # only the urgent request's prompt was evaluated meanwhile: the held one's was not again
+        assert _prompt_tokens_total(base) - before == urgent["tokens_evaluated"]
+
+
+def test_a_key_over_its_tokens_per_minute_is_refused_until_they_age_out(base: str) -> None:
+    auth = {"Authorization": "Bearer sk-meter"}
+    first = httpx.post(f"{base}/completion", json={"prompt": "Hello", "n_predict": 24}, headers=auth, timeout=60)
+    assert first.status_code == 200  # under the limit when it came; it spends more than the limit
+    refused = httpx.post(f"{base}/completion", json={"prompt": "Hello", "n_predict": 1}, headers=auth, timeout=60)
+    assert refused.status_code == 429 and 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert "tokens in the last minute, its limit is 20" in refused.json()["error"]["message"]
+    other = httpx.post(
+        f"{base}/completion", json={"prompt": "Hello", "n_predict": 1}, headers={"Authorization": "Bearer sk-bob"}
+    )
+    assert other.status_code == 200  # the limit is the key's alone

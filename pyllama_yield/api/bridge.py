@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from ..server.async_reader import AsyncReader, Doorbell
 from ..server.errors import failure_of
 from ..server.queue_report import QueuePosition
 from ..server.results import Indexed, coalesce_steps, expect
+from ..settings.keys import ApiKey
 from .auth import request_key
 from .errors import ApiError, error_json, failure_error, result_error
 from .event_stream import EventStream
@@ -181,14 +183,8 @@ class Bridge:
             )
         key = request_key(request)
         tenant = key.tenant if key else ""
-        if key and key.max_in_flight and self.in_flight_by_tenant[tenant] + len(tasks) > key.max_in_flight:
-            raise ApiError(
-                f"{self.in_flight_by_tenant[tenant]} requests of this API key are in flight, its limit is "
-                f"{key.max_in_flight}; retry later",
-                429,
-                "rate_limit_error",
-                headers={"Retry-After": "1"},
-            )
+        if key is not None:
+            self._check_limits(key, len(tasks))
         reader = self.engine.submit(
             tasks,
             self.poll_interval_s,
@@ -205,6 +201,18 @@ class Bridge:
                 del self.in_flight_by_tenant[tenant]
 
         return self._reader(reader, on_stop=release)
+
+    def _check_limits(self, key: ApiKey, n_tasks: int) -> None:
+        """An API key's limits (``max_in_flight``, ``tpm``): over one, a 429 with Retry-After."""
+        in_flight = self.in_flight_by_tenant[key.tenant]
+        if key.max_in_flight and in_flight + n_tasks > key.max_in_flight:
+            message = f"{in_flight} requests of this API key are in flight, its limit is {key.max_in_flight}"
+            raise _too_many(f"{message}; retry later", 1)
+        if key.tpm:
+            used, frees_in_s = self.engine.usage.last_minute(key.tenant)
+            if used >= key.tpm:
+                message = f"this API key used {used} tokens in the last minute, its limit is {key.tpm}"
+                raise _too_many(f"{message}; retry in {math.ceil(frees_in_s)} s", math.ceil(frees_in_s))
 
     def _timeout_error(self) -> ApiError:
         return ApiError(f"the request took longer than {self.timeout_s:g} s (--timeout)", 503, "unavailable_error")
@@ -306,3 +314,7 @@ class Bridge:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             background=BackgroundTask(stop_reader),  # also when the stream never started
         )
+
+
+def _too_many(message: str, retry_after_s: int) -> ApiError:
+    return ApiError(message, 429, "rate_limit_error", headers={"Retry-After": str(max(1, retry_after_s))})

@@ -21,6 +21,7 @@ from .lora import LoraSet
 from .media import MediaMemory, is_media_cell
 from .metrics import PhaseClock, Stats
 from .outputs import DecodeOutputs
+from .preemption import Preemption
 from .slot import Slot, SlotState, StopType, now
 from .task import CompletionTask
 
@@ -44,6 +45,7 @@ class BatchStep:
         stats: Stats,
         clock: PhaseClock,
         *,
+        preemption: Preemption,
         batch: Batch,
         loras: LoraSet,
         checkpoints: CheckpointPolicy,
@@ -56,6 +58,7 @@ class BatchStep:
     ) -> None:
         self._slots, self._kv, self._outputs, self._emitter = slots, kv, outputs, emitter
         self._queue, self._stats, self._clock = queue, stats, clock
+        self._preemption = preemption
         self._batch, self._loras, self._checkpoints = batch, loras, checkpoints
         self._projector, self._media = projector, media
         self._n_ctx_slot, self._context_shift = n_ctx_slot, context_shift
@@ -65,6 +68,7 @@ class BatchStep:
         self._sampled: dict[int, int | LlamaError] = {}  # what it sampled, by slot id
 
     def run(self) -> None:
+        self._preemption.run()  # a more urgent task waiting takes a less urgent one's slot first
         if not any(s.busy for s in self._slots):
             self._emitter.flush()  # what the last step (or a task since) held goes out now
             return

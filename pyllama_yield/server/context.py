@@ -31,6 +31,7 @@ from .lora import LoraSet
 from .media import MediaMemory
 from .metrics import PhaseClock, Stats
 from .outputs import DecodeOutputs
+from .preemption import Preemption
 from .prompt_cache import PromptCache
 from .results import MetricsSnapshot
 from .side_embedder import SideEmbedder
@@ -38,6 +39,7 @@ from .slot import Slot, StopType
 from .slot_files import SlotFiles
 from .slot_start import SlotStarter
 from .speculative import DraftModel, NoDraft
+from .usage import TenantUsage
 
 __all__ = ["ServerContext"]
 
@@ -124,7 +126,8 @@ class ServerContext:
     def _assemble(self, config: EngineConfig, context_shift: bool) -> None:
         """The slot loop's parts, each given what it works with."""
         clock = PhaseClock()  # where the loop thread's time goes
-        self.emitter = SlotEmitter(self.responses, self.queue, self.stats, self.kv)
+        self.usage = TenantUsage()  # tokens per tenant per minute (an API key's limit)
+        self.emitter = SlotEmitter(self.responses, self.queue, self.stats, self.kv, self.usage)
         self.checkpoints = CheckpointPolicy(
             n_max=config.cache.ctx_checkpoints,
             min_step=config.cache.checkpoint_min_step,
@@ -134,6 +137,7 @@ class ServerContext:
             n_ubatch=self.n_ubatch,
         )
         self.media = MediaMemory()
+        self.preemption = Preemption(self.slots, self.kv, self.queue, self.emitter)
         self.outputs = DecodeOutputs(
             self.kv,
             self.vocab,
@@ -153,6 +157,7 @@ class ServerContext:
             self.queue,
             self.stats,
             clock,
+            preemption=self.preemption,
             batch=self.batch,
             loras=self.loras,
             checkpoints=self.checkpoints,
@@ -179,6 +184,7 @@ class ServerContext:
             self.emitter,
             self.queue,
             self.stats,
+            self.preemption,
             loras=self.loras,
             checkpoints=self.checkpoints,
             prompt_cache=self.prompt_cache,

@@ -12,13 +12,17 @@ from .metrics import Stats
 from .queue_report import QueueReport
 from .results import final_result, progress_result
 from .slot import Slot, StopType
+from .usage import TenantUsage
 
 __all__ = ["SlotEmitter"]
 
 
 class SlotEmitter:
-    def __init__(self, responses: ServerResponse, queue: ServerQueue, stats: Stats, kv: KvCaches) -> None:
+    def __init__(
+        self, responses: ServerResponse, queue: ServerQueue, stats: Stats, kv: KvCaches, usage: TenantUsage
+    ) -> None:
         self.responses = responses
+        self._usage = usage
         self._queue = queue
         self._stats = stats
         self._kv = kv
@@ -60,6 +64,7 @@ class SlotEmitter:
         else:
             self.responses.send(Result(s.id_task, final_result(s, stop, s.generated.text.take_sendable(True))))
         self._stats.add_prediction(len(s.generated.tokens), s.gen_seconds())
+        self._usage.add(s.tenant, len(s.prompt.tokens) + len(s.generated.tokens))
         self._stats.add(requests_finished=1)
         self.release(s)
 

@@ -43,6 +43,7 @@ class Engine:
         # fixed once loaded: read from any thread
         self.model, self.vocab, self.chat = core.model, core.vocab, core.chat
         self.queue, self.responses, self.stats = core.queue, core.responses, core.stats
+        self.usage = core.usage  # tokens per tenant in the last minute
         self._loras = core.loras
         self.defaults = config.defaults
         self.n_parallel = core.n_parallel

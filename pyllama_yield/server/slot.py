@@ -148,6 +148,24 @@ class Drafting:
 
 
 @dataclass
+class Suspended:
+    """A completion taken off its slot for more urgent work, with what it needs to go on where it
+    stopped (its KV cells are kept apart by the caller: preemption.py)."""
+
+    id_task: int
+    task: CompletionTask
+    tenant: str
+    priority: int
+    state: SlotState
+    sampler: CommonSampler
+    memory: SlotMemory
+    prompt: SlotPrompt
+    generated: Generation
+    draft: Drafting
+    t_start: float
+
+
+@dataclass
 class Slot:
     """One sequence of the shared context. Only the loop thread mutates it."""
 
@@ -155,7 +173,8 @@ class Slot:
     state: SlotState = SlotState.IDLE
     id_task: int = -1
     task: CompletionTask | EmbeddingTask | None = None
-    tenant: str = ""  # whose task it runs (fair share counts the slots each tenant holds)
+    tenant: str = ""  # whose task it runs
+    priority: int = 0  # its task's (lower is sooner): a more urgent one waiting may preempt it
     sampler: CommonSampler | None = None  # while busy
     spent_sampler: CommonSampler | None = None  # the last task's, freed when the next task starts here
     memory: SlotMemory = field(default_factory=SlotMemory)
@@ -170,10 +189,31 @@ class Slot:
     def start(self, queued: Task, prompt: SlotPrompt, generated: Generation) -> None:
         """The slot takes a task whose prompt comes next (the memory is already cut to what it keeps)."""
         assert isinstance(queued.payload, (CompletionTask, EmbeddingTask))
-        self.id_task, self.task, self.tenant = queued.id, queued.payload, queued.tenant
+        self.id_task, self.task = queued.id, queued.payload
+        self.tenant, self.priority = queued.tenant, queued.priority
         self.prompt, self.generated = prompt, generated
         self.t_start = now()
         self.state = SlotState.PROCESSING_PROMPT
+
+    def suspend(self) -> Suspended:
+        """Take the running completion off the slot, all of its state but its KV cells (the
+        caller saves those); the slot is free and forgets what its cells held."""
+        assert isinstance(self.task, CompletionTask) and self.sampler is not None
+        held = Suspended(
+            self.id_task, self.task, self.tenant, self.priority, self.state, self.sampler,
+            self.memory, self.prompt, self.generated, self.draft, self.t_start,
+        )  # fmt: skip
+        self.sampler = None  # the task's still: not the slot's to free
+        self.memory, self.draft = SlotMemory(), Drafting()
+        self.reset()
+        return held
+
+    def resume(self, held: Suspended) -> None:
+        """Go on with a suspended completion whose KV cells were put back in this slot's sequence."""
+        self.take_sampler(held.sampler)
+        self.id_task, self.task, self.tenant, self.priority = held.id_task, held.task, held.tenant, held.priority
+        self.memory, self.prompt, self.generated, self.draft = held.memory, held.prompt, held.generated, held.draft
+        self.t_start, self.state = held.t_start, held.state
 
     def begin_generation(self) -> None:
         self.state = SlotState.GENERATING
@@ -242,7 +282,7 @@ class Slot:
         self.state = SlotState.IDLE
         self.id_task = -1
         self.task = None
-        self.tenant = ""
+        self.tenant, self.priority = "", 0
         if self.sampler is not None:  # kept until the slot's next task: see take_sampler
             if self.spent_sampler is not None:
                 self.spent_sampler.close()

@@ -15,6 +15,7 @@ from .lora import LoraSet
 from .media import media_boundary
 from .metrics import Stats
 from .params import DEFAULT_SEED
+from .preemption import Preemption, Resumed
 from .prompt_cache import PromptCache, reuse_chunks
 from .slot import Drafting, Generation, Slot, SlotPrompt, common_prefix
 from .slot_choice import choose_slot, save_idle_slots, swap_cached_prompt
@@ -33,6 +34,7 @@ class SlotStarter:
         emitter: SlotEmitter,
         queue: ServerQueue,
         stats: Stats,
+        preemption: Preemption,
         *,
         loras: LoraSet,
         checkpoints: CheckpointPolicy,
@@ -45,13 +47,16 @@ class SlotStarter:
         """``similarity``: ``--slot-prompt-similarity``; ``chunk_reuse``: whether ``n_cache_reuse``
         may move cached chunks (not with a draft model or media)."""
         self._model, self._slots, self._kv, self._emitter = model, slots, kv, emitter
-        self._queue, self._stats = queue, stats
+        self._queue, self._stats, self._preemption = queue, stats, preemption
         self._loras, self._checkpoints, self._prompt_cache = loras, checkpoints, prompt_cache
         self._similarity, self._cache_idle_slots = similarity, cache_idle_slots
         self._unified_kv, self._chunk_reuse = unified_kv, chunk_reuse
 
     def completion(self, task: Task) -> None:
         """Start the completion on a slot, or defer it until one frees."""
+        if isinstance(task.payload, Resumed):
+            self._resume(task, task.payload)
+            return
         ct = task.payload
         if not isinstance(ct, CompletionTask):
             raise ValueError("a completion task needs a CompletionTask (see Engine.tasks.make_tasks)")
@@ -69,6 +74,17 @@ class SlotStarter:
         self._assign(slot, task, ct)
         if self._cache_idle_slots and cache is not None:
             save_idle_slots(cache, self._kv, self._slots, free_cells=self._unified_kv)
+
+    def _resume(self, task: Task, resumed: Resumed) -> None:
+        """A preempted completion onto a free slot (the one whose cache is worth least), or back
+        to waiting."""
+        idle = [s for s in self._slots if not s.busy]
+        if not idle:
+            self._queue.defer(task)
+            self._emitter.queue_changed()
+            return
+        slot = min(idle, key=lambda s: (bool(s.memory.tokens), s.memory.t_last_used, s.id))
+        self._preemption.resume(slot, resumed)
 
     def embedding(self, task: Task) -> None:
         """Start an embedding on a free slot (from scratch: never from a cache), or defer it."""

@@ -3,7 +3,8 @@ line, ``#`` starts a comment). A line of the file may go on, after whitespace, w
 requests get when many users share the server: ``name=`` (the tenant fair share counts by; the
 default is ``key-N``, the key's place among all keys given), ``weight=`` (its share of the slots against other tenants',
 default 1), ``priority=`` (its requests' default and the most urgent they may ask for; lower is
-sooner, default 0) and ``max_in_flight=`` (its requests running or waiting at once; 0 = no limit).
+sooner, default 0), ``max_in_flight=`` (its requests running or waiting at once) and ``tpm=`` (its
+completions' prompt and generated tokens per minute); 0 = no limit.
 llama-server reads such a line as one key with spaces, so a file that uses these is ours alone."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class ApiKey:
     weight: float = 1.0
     priority: int = 0
     max_in_flight: int = 0
+    tpm: int = 0
 
 
 def parse_key_line(line: str, n: int, default_name: str) -> ApiKey:
@@ -30,20 +32,21 @@ def parse_key_line(line: str, n: int, default_name: str) -> ApiKey:
     values: dict[str, str] = {}
     for item in fields:
         name, sep, value = item.partition("=")
-        if not sep or name not in ("name", "weight", "priority", "max_in_flight") or not value:
+        if not sep or name not in ("name", "weight", "priority", "max_in_flight", "tpm") or not value:
             raise ValueError(
-                f"--api-key-file line {n}: expected name=, weight=, priority= or max_in_flight=, got {item!r}"
+                f"--api-key-file line {n}: expected name=, weight=, priority=, max_in_flight= or tpm=, got {item!r}"
             )
         values[name] = value
     try:
         weight = float(values.get("weight", 1.0))
         priority = int(values.get("priority", 0))
         max_in_flight = int(values.get("max_in_flight", 0))
+        tpm = int(values.get("tpm", 0))
     except ValueError as exc:
         raise ValueError(f"--api-key-file line {n}: {exc}") from None
-    if not weight > 0 or max_in_flight < 0:
-        raise ValueError(f"--api-key-file line {n}: weight must be > 0 and max_in_flight >= 0")
-    return ApiKey(key, values.get("name", default_name), weight, priority, max_in_flight)
+    if not weight > 0 or max_in_flight < 0 or tpm < 0:
+        raise ValueError(f"--api-key-file line {n}: weight must be > 0, max_in_flight and tpm >= 0")
+    return ApiKey(key, values.get("name", default_name), weight, priority, max_in_flight, tpm)
 
 
 class KeyRing:

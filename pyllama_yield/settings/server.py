@@ -146,7 +146,7 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
         None,
         "--api-key-file",
         env="LLAMA_ARG_API_KEY_FILE",
-        help="API keys, one per line ('#': a comment); a line may add name=, weight=, priority=, max_in_flight=",
+        help="API keys, one per line ('#': a comment); a line may add name=, weight=, priority=, max_in_flight=, tpm=",
     )
     cors_origins: str | None = arg(
         None,
