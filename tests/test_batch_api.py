@@ -138,3 +138,35 @@ def test_files_and_batches_refuse_what_is_not_theirs(tiny_model_path: Path, data
             client.files.content(upload.id)
     finally:
         stop_server(proc)
+
+
+def test_a_batch_at_a_router_runs_each_line_on_the_model_it_names(tiny_model_path: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from http_server import start_serve
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("tiny-a", "tiny-b"):
+        shutil.copy(tiny_model_path, models / f"{name}.gguf")
+    args = ["--models-dir", str(models), "-c", "512", "-np", "1", "-t", "1", "--data-dir", str(tmp_path / "data")]
+    proc, base = start_serve(args, models)
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+    try:
+        lines = []
+        for i, model in enumerate(["tiny-a", "tiny-b", "tiny-a"]):
+            body = {"model": model, "prompt": f"Line {i}", "max_tokens": 3, "temperature": 0}
+            lines.append(json.dumps({"custom_id": f"c{i}", "method": "POST", "url": "/v1/completions", "body": body}))
+        upload = client.files.create(file=("in.jsonl", "\n".join(lines).encode()), purpose="batch")
+        batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/completions", completion_window="24h")
+        _until("the batch to complete", lambda: client.batches.retrieve(batch.id).status == "completed")
+        done = client.batches.retrieve(batch.id)
+        assert done.request_counts.completed == 3 and done.error_file_id is None
+        out = {
+            o["custom_id"]: o["response"]["body"]
+            for o in map(json.loads, client.files.content(done.output_file_id).text.splitlines())
+        }
+        assert [out[f"c{i}"]["model"] for i in range(3)] == ["tiny-a", "tiny-b", "tiny-a"]
+    finally:
+        out_log = stop_server(proc)
+    assert proc.returncode == 0, out_log[-3000:]

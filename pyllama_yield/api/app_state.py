@@ -13,6 +13,7 @@ from starlette.requests import Request
 from ..batch import Batches, default_data_dir
 from ..server import Engine
 from ..settings import ServerSettings
+from ..settings.keys import KeyRing
 from ..tools import ServerTools
 from .auth import INTERNAL_HEADER, TENANT_HEADER
 from .bridge import Bridge
@@ -29,13 +30,9 @@ class AppState:
     def __init__(self, settings: ServerSettings, poll_interval_s: float = 0.25) -> None:
         self.settings = settings
         self.keys = settings.key_ring()
-        data_dir = Path(settings.data_dir) if settings.data_dir else default_data_dir()
-        internal = {INTERNAL_HEADER: self.keys.internal}
         # a batch keeps one line more in flight than there are slots: one always waits for the next
         # free slot (behind any interactive request, whose priority is more urgent), so none idles
-        self.batches = Batches(
-            data_dir, lambda: self.engine.n_parallel + 1, lambda tenant: {**internal, TENANT_HEADER: tenant}
-        )
+        self.batches = batch_service(settings, self.keys, lambda: self.engine.n_parallel + 1)
         self.poll_interval_s = poll_interval_s
         self.engine: Engine = None  # type: ignore[assignment]  # set by attach()
         self.bridge: Bridge = None  # type: ignore[assignment]
@@ -107,6 +104,17 @@ async def json_value(request: Request, empty: Any = None) -> Any:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(f"malformed JSON body: {exc}") from exc
+
+
+def batch_service(settings: ServerSettings, keys: KeyRing, in_flight: Callable[[], int]) -> Batches:
+    """The Batch API of a server (or router) with these flags: its data folder, and the header its
+    lines pass the API key check with, as the batch's tenant."""
+    internal = {INTERNAL_HEADER: keys.internal}
+    return Batches(batch_data_dir(settings), in_flight, lambda tenant: {**internal, TENANT_HEADER: tenant})
+
+
+def batch_data_dir(settings: ServerSettings) -> Path:
+    return Path(settings.data_dir) if settings.data_dir else default_data_dir()
 
 
 async def json_body(request: Request, empty_is_object: bool = False) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from starlette.types import ASGIApp
 
+from ..server.params import PRIORITY_LIMIT
 from .lines import error_file, output_file
 from .store import BatchRecord, BatchStore, LineRecord
 
@@ -84,7 +85,9 @@ class BatchRunner:
 
     async def _send(self, client: httpx.AsyncClient, record: BatchRecord, line: LineRecord) -> tuple[int, Any]:
         assert line.request is not None
-        body = {**line.request["body"], "stream": False}
+        # the last priority, and the batch's tenant as the request's user when it names none (a
+        # router's model servers see no API keys)
+        body = {"user": record.tenant or None, **line.request["body"], "stream": False, "priority": PRIORITY_LIMIT}
         try:
             response = await client.post(record.endpoint, json=body, headers=self._headers(record.tenant))
             return response.status_code, response.json()

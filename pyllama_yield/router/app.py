@@ -27,11 +27,11 @@ from starlette.staticfiles import StaticFiles
 
 import pyllama_yield._build_config as _build_config  # absolute: see _native.py
 
-from ..api import cors_proxy
+from ..api import batches, cors_proxy
 from ..api import tools as tool_routes
 from ..api.admin import WEBUI
 from ..api.app import ROUTES as MODEL_ROUTES
-from ..api.app_state import json_body
+from ..api.app_state import batch_service, json_body
 from ..api.auth import guarded
 from ..api.errors import ApiError, error_response, failure_error
 from ..api.middleware import ServerMiddleware
@@ -89,9 +89,16 @@ class RouterState:
     """What the routes shared with a single model's server (``/tools``, ``/cors-proxy``) need of
     the app: the flags, the tools, and a worker thread for a blocking call."""
 
-    def __init__(self, settings: ServerSettings, tools: ServerTools | None) -> None:
+    def __init__(self, settings: ServerSettings, tools: ServerTools | None, keys: KeyRing) -> None:
         self.settings = settings
         self.tools = tools
+        self.keys = keys
+        # the Batch API at the router: each line goes through the router, its model picked by its body
+        slots = settings.parallel if settings.parallel > 0 else 4
+        self.batches = batch_service(settings, keys, lambda: slots + 1)
+
+    async def wait_attached(self) -> None:
+        """The router serves from its start (a line's model is loaded when the line needs it)."""
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(fn, *args)
@@ -306,6 +313,7 @@ def build_router_app(router: ModelRouter, settings: ServerSettings, tools: Serve
         ("/v1/stream", h.streams.delete, ["DELETE"], False),
         ("/v1/streams/lookup", h.streams.lookup, ["POST"], False),
         *((path, h.proxy_get, ["GET"], False) for path in PROXIED_GET),
+        *((path, fn, methods, False) for path, fn, methods in batches.ROUTES),
     ]
     table += [(path, h.proxy_post, ["POST"], False) for path in proxied_posts(table)]
     routes: list[BaseRoute] = [
@@ -319,9 +327,12 @@ def build_router_app(router: ModelRouter, settings: ServerSettings, tools: Serve
             if inst.entry.load_on_startup:
                 router.load_in_background(inst)
         reaper = asyncio.get_running_loop().create_task(_watch_idle(router, h.proxy.client))
+        state: RouterState = app.state.pyllama
+        state.batches.resume(app, state.wait_attached)  # batches a previous run left open go on
         try:
             yield
         finally:
+            await state.batches.close()
             reaper.cancel()
             await h.downloads.cancel_all()
             await router.stop_all()
@@ -329,5 +340,5 @@ def build_router_app(router: ModelRouter, settings: ServerSettings, tools: Serve
 
     middleware = [Middleware(ServerMiddleware, cors_origins=settings.cors_allowed, unavailable=lambda: None)]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
-    app.state.pyllama = RouterState(settings, tools)
+    app.state.pyllama = RouterState(settings, tools, keys)
     return app

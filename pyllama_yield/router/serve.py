@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import Any
 
+from ..api.app_state import batch_data_dir
 from ..api.http_server import listen_sockets, uvicorn_server
 from ..cli import flags_for, server_tools
 from ..settings import ROUTER_FIELDS, ServerSettings
@@ -21,7 +22,7 @@ __all__ = ["is_router", "serve_router", "with_remote_preset"]
 # the router's own flags, and those each model's process gets from the router instead (the
 # server tools, MCP servers and the CORS proxy run in the router, as llama-server's)
 _NOT_PASSED_ON = ROUTER_FIELDS - {"offline"} | {
-    "model", "mmproj", "hf_repo", "hf_file", "alias", "tags", "host", "port", "api_key", "api_key_file",
+    "model", "mmproj", "hf_repo", "hf_file", "alias", "tags", "host", "port", "api_key", "api_key_file", "data_dir",
     "tools", "agent", "tools_runtime", "mcp_servers_config", "mcp_servers_json", "ui_mcp_proxy",
 }  # fmt: skip
 
@@ -54,6 +55,9 @@ def serve_router(settings: ServerSettings, given: dict[str, Any], port: int) -> 
     """Serve until SIGTERM / Ctrl-C; every model process is stopped before this returns.
     ``given``: the flags of the command line, passed on to every model (its preset's lose)."""
     base_args = flags_for({k: v for k, v in given.items() if k not in _NOT_PASSED_ON})
+    # the Batch API is the router's: its models' servers keep theirs in a folder of their own, so
+    # that none of them takes up (and answers with its own model) a batch the router runs
+    base_args += ["--data-dir", str(batch_data_dir(settings) / "model-servers")]
     try:
         delay = 2.0 if os.environ.get("LLAMA_SERVER_DEBUG_FAKE_TIMING") else 0.0  # llama-server's test hook
         router = ModelRouter(lambda: collect(settings), base_args, settings.models_max, settings.models_autoload, delay)
