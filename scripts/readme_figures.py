@@ -484,6 +484,22 @@ def bench_fair_share(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def bench_many(result: dict[str, Any]) -> str:
+    f = result["flags"]
+    lines = [
+        f"{f['prompts']} prompts of {f['pp']} random tokens, {f['tg']} generated each, {f['parallel']} at a time, "
+        f"{f['threads']} threads, the peers taking turns ({_source(result, 'bench_many')}); (prompt + generated) "
+        "tokens/s:",
+        "",
+        "| peer | round | tokens/s |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {r['peer']} | {r['round']} | {r['tokens_per_s']:.1f} |" for r in result["rows"]]
+    lines += [f"| {m['peer']} | **median** | **{m['tokens_per_s']:.1f}** |" for m in result["medians"]]
+    lines += ["", f"Ours ÷ llama-batched-bench: **{result['ratio']:.2f}**."]
+    return "\n".join(lines)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "upstream_server_tests": upstream_server_tests,
     "wheel_builds": wheel_builds,
@@ -497,6 +513,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench_decode": bench_decode,
     "profile_host_cost": profile_host_cost,
     "bench_fair_share": bench_fair_share,
+    "bench_many": bench_many,
 }
 
 
@@ -543,6 +560,11 @@ def _summaries(name: str, result: dict[str, Any]) -> dict[str, Any]:
         return {"medians": medians, "ratios": per_n}
     if name == "bench_host_cost":
         return {"ratios": _host_cost_ratios(result["rows"])}
+    if name == "bench_many":
+        medians = _median_rows(result["rows"], ("peer",), ("tokens_per_s",))
+        order = {"ours": 0, "llama-batched-bench": 1}
+        medians.sort(key=lambda m: order[m["peer"]])
+        return {"medians": medians, "ratio": medians[0]["tokens_per_s"] / medians[1]["tokens_per_s"]}
     if name == "bench_fair_share":
         medians = _median_rows(result["rows"], ("server",), FAIR_SHARE_KEYS)
         if len(medians) < 2:
