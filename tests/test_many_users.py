@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from http_server import start_server, stop_server
+from http_server import read_log, start_server, stop_server
 
 KEYS = """# tenants of this server
 sk-alice name=alice
@@ -188,3 +188,33 @@ def test_a_key_over_its_tokens_per_minute_is_refused_until_they_age_out(base: st
         f"{base}/completion", json={"prompt": "Hello", "n_predict": 1}, headers={"Authorization": "Bearer sk-bob"}
     )
     assert other.status_code == 200  # the limit is the key's alone
+
+
+def test_a_completion_preempted_while_its_prompt_is_evaluated_goes_on_with_the_rest(tiny_model_path: Path) -> None:
+    """Small batches (``-b 32``): a long prompt takes several steps; an urgent request that comes
+    after its first chunk takes the slot, then the prompt goes on from where it was."""
+    args = ["--parallel", "1", "--ctx-size", "512", "--threads", "1", "-b", "32", "-ub", "32", "--slots", "-v"]
+    proc, url = start_server(tiny_model_path, *args)
+    try:
+        prompt = " ".join(f"word{i}" for i in range(120))
+        body = {"prompt": prompt, "n_predict": 8, "temperature": 0, "cache_prompt": False}
+        reference = httpx.post(f"{url}/completion", json=body, timeout=60).json()
+        with httpx.Client(base_url=url, timeout=60) as client:
+            low_body = {**body, "stream": True, "return_progress": True, "priority": 3}
+            with client.stream("POST", "/completion", json=low_body) as low:
+                lines = low.iter_lines()
+                first = json.loads(next(line for line in lines if line.startswith("data: "))[6:])
+                assert first["prompt_progress"]["processed"] < first["prompt_progress"]["total"]  # mid-prompt
+                urgent = httpx.post(f"{url}/completion", json={"prompt": "Hi", "n_predict": 2}, timeout=60).json()
+                assert urgent["tokens_predicted"] == 2
+                events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+        final = events[-1]
+        text = "".join(e.get("content", "") for e in events if "prompt_progress" not in e or e.get("content"))
+        assert final["stop"] and text == reference["content"]
+        # the prompt's tokens were each evaluated once: the part before the preemption was kept
+        assert final["timings"]["prompt_n"] == reference["timings"]["prompt_n"]
+        log = read_log(proc)
+        assert "(priority 3) yields to priority 0" in log and "resumes" in log
+    finally:
+        out = stop_server(proc)
+    assert proc.returncode == 0, out[-3000:]

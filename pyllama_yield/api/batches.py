@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..batch import BatchRunner
 from ..batch.lines import ENDPOINTS, read_input
+from ..batch.store import FileRecord
 from .app_state import json_body
 from .auth import request_key
 from .errors import ApiError
@@ -66,29 +67,30 @@ async def list_files(request: Request) -> Response:
     return JSONResponse(_page([f.json() for f in files], has_more=False))
 
 
-async def retrieve_file(request: Request) -> Response:
+async def _own_file(request: Request) -> tuple[BatchRunner, FileRecord]:
+    """The runner and the file the path names, if the caller's tenant has it (else a 404)."""
     runner, tenant = _batches(request)
     file_id = request.path_params["file_id"]
     record = await asyncio.to_thread(runner.store.file, file_id, tenant)
     if record is None:
         raise _not_found("file", file_id)
+    return runner, record
+
+
+async def retrieve_file(request: Request) -> Response:
+    _, record = await _own_file(request)
     return JSONResponse(record.json())
 
 
 async def file_content(request: Request) -> Response:
-    runner, tenant = _batches(request)
-    file_id = request.path_params["file_id"]
-    if await asyncio.to_thread(runner.store.file, file_id, tenant) is None:
-        raise _not_found("file", file_id)
-    return Response(await asyncio.to_thread(runner.store.file_content, file_id), media_type="application/jsonl")
+    runner, record = await _own_file(request)
+    return Response(await asyncio.to_thread(runner.store.file_content, record.id), media_type="application/jsonl")
 
 
 async def delete_file(request: Request) -> Response:
-    runner, tenant = _batches(request)
-    file_id = request.path_params["file_id"]
-    if not await asyncio.to_thread(runner.store.delete_file, file_id, tenant):
-        raise _not_found("file", file_id)
-    return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+    runner, record = await _own_file(request)
+    await asyncio.to_thread(runner.store.delete_file, record.id, record.tenant)
+    return JSONResponse({"id": record.id, "object": "file", "deleted": True})
 
 
 async def create_batch(request: Request) -> Response:
@@ -113,6 +115,7 @@ async def create_batch(request: Request) -> Response:
 
 
 async def _batch_json(runner: BatchRunner, batch_id: str, tenant: str) -> dict[str, Any]:
+    """The batch as OpenAI shows it, if the tenant has it (else a 404)."""
     record = await asyncio.to_thread(runner.store.batch, batch_id, tenant)
     if record is None:
         raise _not_found("batch", batch_id)
@@ -138,13 +141,11 @@ async def list_batches(request: Request) -> Response:
 async def cancel_batch(request: Request) -> Response:
     runner, tenant = _batches(request)
     batch_id = request.path_params["batch_id"]
-    record = await asyncio.to_thread(runner.store.batch, batch_id, tenant)
-    if record is None:
-        raise _not_found("batch", batch_id)
-    if record.status in ("in_progress", "validating"):
+    status = (await _batch_json(runner, batch_id, tenant))["status"]
+    if status in ("in_progress", "validating"):
         runner.cancel(batch_id)
-    elif record.status not in ("cancelling", "cancelled"):
-        raise ApiError(f"Cannot cancel a batch that is {record.status}.", 409, "invalid_request_error")
+    elif status not in ("cancelling", "cancelled"):
+        raise ApiError(f"Cannot cancel a batch that is {status}.", 409, "invalid_request_error")
     return JSONResponse(await _batch_json(runner, batch_id, tenant))
 
 
