@@ -171,7 +171,7 @@ async def generate(request: Request) -> Response:
     if req.raw or req.suffix is not None:
         if req.images:
             raise ApiError("images need the chat template: they are not supported with raw or suffix")
-        body = {**fields, "prompt": req.prompt, "stream": req.stream}
+        body = {**fields, "prompt": req.prompt, "stream": req.stream, "priority": req.priority}
         prompt: Any = req.prompt
         if req.suffix is not None:  # fill-in-the-middle, the model's FIM tokens
             infill = {"input_prefix": req.prompt, "input_suffix": req.suffix}

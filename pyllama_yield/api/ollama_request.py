@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -87,6 +87,7 @@ class _Common(BaseModel):
     stream: StrictBool = True  # JSON true/false only, as Ollama's Go decoder ("yes" is an error)
     keep_alive: str | int | float | None = None
     think: bool | str | None = None
+    priority: StrictInt = 0  # ours (Ollama has none), as on the other routes: lower is sooner
 
 
 class OllamaChatRequest(_Common):
@@ -177,6 +178,7 @@ def chat_body(req: OllamaChatRequest, n_ctx_slot: int) -> dict[str, Any]:
     body: dict[str, Any] = {
         "messages": [_message(m) for m in req.messages],
         "stream": req.stream,
+        "priority": req.priority,
         **sampling_fields(req.options, req.format, n_ctx_slot),
         **_think(req.think),
     }
