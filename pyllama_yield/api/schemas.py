@@ -54,8 +54,8 @@ def parse(model: type[M], body: dict[str, Any]) -> M:
         raise ApiError(validation_message(exc)) from None
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+# the bodies whose other fields go on to the engine (llama-server's fields on every route)
+OPEN = ConfigDict(extra="allow")
 
 
 class TokenizeRequest(BaseModel):
@@ -87,8 +87,10 @@ class InfillRequest(CompletionParams):
     prompt: str = ""
 
 
-class EmbeddingRequest(_Open):
+class EmbeddingRequest(BaseModel):
     """``input`` (OpenAI) or ``content`` (llama-server's own shape)."""
+
+    model_config = OPEN
 
     input: EmbeddingInput | None = None
     content: EmbeddingInput | None = None
@@ -97,8 +99,10 @@ class EmbeddingRequest(_Open):
     embd_normalize: StrictInt = 2
 
 
-class RerankRequest(_Open):
+class RerankRequest(BaseModel):
     """Jina's shape (``documents``) or TEI's (``texts``)."""
+
+    model_config = OPEN
 
     query: str
     documents: list[str] | None = Field(None, min_length=1)
@@ -107,14 +111,18 @@ class RerankRequest(_Open):
     return_text: StrictBool = False
 
 
-class ApplyTemplateRequest(_Open):
+class ApplyTemplateRequest(BaseModel):
+    model_config = OPEN
+
     messages: list[ChatMessage]
     tools: list[dict[str, Any]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
 
-class OpenAICompletionRequest(_Open):
+class OpenAICompletionRequest(BaseModel):
     """OpenAI's legacy completions; llama-server's native completion fields are accepted as well."""
+
+    model_config = OPEN
 
     model: str | None = None
     prompt: Prompt
@@ -129,8 +137,10 @@ class OpenAICompletionRequest(_Open):
     echo: Literal[False] = False
 
 
-class ResponsesRequest(_Open):
+class ResponsesRequest(BaseModel):
     """OpenAI's Responses API (stateless: no ``previous_response_id``)."""
+
+    model_config = OPEN
 
     model: str | None = None
     input: str | list[dict[str, Any]]
@@ -145,8 +155,10 @@ class ResponsesRequest(_Open):
     text: dict[str, Any] | None = None
 
 
-class AnthropicMessagesRequest(_Open):
+class AnthropicMessagesRequest(BaseModel):
     """Anthropic's Messages API."""
+
+    model_config = OPEN
 
     model: str | None = None
     messages: list[dict[str, Any]]
@@ -172,8 +184,10 @@ class LoraAdaptersRequest(RootModel[list[LoraScale]]):
     """The scales of requests that name no adapters; adapters not listed get 0."""
 
 
-class PropsRequest(_Open):
+class PropsRequest(BaseModel):
     """``POST /props`` (with ``--props``): accepted and ignored, as llama-server does."""
+
+    model_config = OPEN
 
 
 class ToolCallRequest(BaseModel):
