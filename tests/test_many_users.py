@@ -191,28 +191,35 @@ def test_a_key_over_its_tokens_per_minute_is_refused_until_they_age_out(base: st
 
 
 def test_a_completion_preempted_while_its_prompt_is_evaluated_goes_on_with_the_rest(tiny_model_path: Path) -> None:
-    """Small batches (``-b 32``): a long prompt takes several steps; an urgent request that comes
-    after its first chunk takes the slot, then the prompt goes on from where it was."""
-    args = ["--parallel", "1", "--ctx-size", "512", "--threads", "1", "-b", "32", "-ub", "32", "--slots", "-v"]
+    """Small batches (``-b 8``): a long prompt takes a hundred steps, and the urgent request comes as
+    it starts, so it takes the slot while the prompt is evaluated (the test holds however late it
+    comes: the preempted request never ends on its own). Its first tokens are an uninterrupted
+    run's, and its prompt was evaluated once."""
+    args = ["--parallel", "1", "--ctx-size", "2048", "--threads", "1", "-b", "8", "-ub", "8", "--context-shift", "-v"]
     proc, url = start_server(tiny_model_path, *args)
     try:
-        prompt = " ".join(f"word{i}" for i in range(120))
-        body = {"prompt": prompt, "n_predict": 8, "temperature": 0, "cache_prompt": False}
-        reference = httpx.post(f"{url}/completion", json=body, timeout=60).json()
-        with httpx.Client(base_url=url, timeout=60) as client:
-            low_body = {**body, "stream": True, "return_progress": True, "priority": 3}
-            with client.stream("POST", "/completion", json=low_body) as low:
-                lines = low.iter_lines()
-                first = json.loads(next(line for line in lines if line.startswith("data: "))[6:])
-                assert first["prompt_progress"]["processed"] < first["prompt_progress"]["total"]  # mid-prompt
-                urgent = httpx.post(f"{url}/completion", json={"prompt": "Hi", "n_predict": 2}, timeout=60).json()
-                assert urgent["tokens_predicted"] == 2
-                events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
-        final = events[-1]
-        text = "".join(e.get("content", "") for e in events if "prompt_progress" not in e or e.get("content"))
-        assert final["stop"] and text == reference["content"]
-        # the prompt's tokens were each evaluated once: the part before the preemption was kept
-        assert final["timings"]["prompt_n"] == reference["timings"]["prompt_n"]
+        prompt = " ".join(f"word{i}" for i in range(400))
+        body = {"prompt": prompt, "temperature": 0, "cache_prompt": False, "ignore_eos": True}
+        reference = httpx.post(f"{url}/completion", json={**body, "n_predict": 8}, timeout=120).json()
+        low_body = {**body, "n_predict": -1, "stream": True, "return_progress": True, "timings_per_token": True}
+        with (
+            httpx.Client(base_url=url, timeout=120) as client,
+            client.stream("POST", "/completion", json={**low_body, "priority": 3}) as low,
+        ):
+            events = (json.loads(line[6:]) for line in low.iter_lines() if line.startswith("data: "))
+            first = next(events)
+            assert first["prompt_progress"]["processed"] < first["prompt_progress"]["total"]  # it started
+            urgent = httpx.post(f"{url}/completion", json={"prompt": "Hi", "n_predict": 2}, timeout=120).json()
+            assert urgent["tokens_predicted"] == 2  # it could only end by taking the slot
+            steps = []
+            for e in events:
+                if e.get("tokens"):
+                    steps.append(e)
+                    if len(steps) == 8:
+                        break
+        assert "".join(e["content"] for e in steps) == reference["content"]  # it went on where it stopped
+        # its prompt's tokens were each evaluated once: the part before the preemption was kept
+        assert steps[-1]["timings"]["prompt_n"] == reference["timings"]["prompt_n"]
         log = read_log(proc)
         assert "(priority 3) yields to priority 0" in log and "resumes" in log
     finally:
