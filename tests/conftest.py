@@ -42,6 +42,13 @@ def _gpu_tier_offloads_every_layer():
         Model.__init__ = load  # type: ignore[method-assign]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _batch_data_of_the_tests_own(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The apps the tests build in-process keep the Batch API's data in the session's folder,
+    never in the user's (~/.local/share/pyllama-yield), whose batches they would take up."""
+    os.environ["PYLLAMA_DATA_DIR"] = str(tmp_path_factory.mktemp("batch-data"))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from pyllama_yield.testing import make_tiny_model

@@ -44,8 +44,8 @@ def start_serve(args: list[str], cwd: Path) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.STDOUT,
         text=True,
         cwd=cwd,
-        # the checkout's code, as the tests import it; the Batch API's data in a folder of the test's
-        env={"PYLLAMA_DATA_DIR": tempfile.mkdtemp(prefix="pyllama-data-"), **os.environ, "PYTHONPATH": str(REPO)},
+        # the checkout's code, as the tests import it; the Batch API's data in a folder of its own
+        env={**os.environ, "PYLLAMA_DATA_DIR": tempfile.mkdtemp(prefix="pyllama-data-"), "PYTHONPATH": str(REPO)},
     )
     log.close()
     LOGS[proc.pid] = Path(log.name)

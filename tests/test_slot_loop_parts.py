@@ -17,6 +17,7 @@ from pyllama_yield.server.metrics import Stats
 from pyllama_yield.server.slot import Slot, SlotMemory, SlotState
 from pyllama_yield.server.slot_files import SlotFiles
 from pyllama_yield.server.speculative import NoDraft
+from pyllama_yield.server.usage import TenantUsage
 
 
 class FakeContext:
@@ -84,7 +85,7 @@ def test_a_failed_slot_sends_its_error_counts_it_frees_its_cache_and_resumes_a_d
     queue, responses = ServerQueue(), FakeResponses()
     slots = [Slot(0)]
     stats = Stats(slots, queue, n_ctx_slot=64, n_ctx=64)
-    emitter = SlotEmitter(responses, queue, stats, kv)  # type: ignore[arg-type]
+    emitter = SlotEmitter(responses, queue, stats, kv, TenantUsage())  # type: ignore[arg-type]
     s = slots[0]
     s.state, s.id_task, s.memory.tokens = SlotState.GENERATING, 7, [1, 2, 3]
     waiting = Task(TaskType.COMPLETION, id_slot=0)
