@@ -214,6 +214,46 @@ class Bridge:
                 message = f"this API key used {used} tokens in the last minute, its limit is {key.tpm}"
                 raise _too_many(f"{message}; retry in {math.ceil(frees_in_s)} s", math.ceil(frees_in_s))
 
+    async def _events(
+        self,
+        reader: AsyncReader,
+        first: list[Result],
+        n_tasks: int,
+        expired: Callable[[], bool],
+        render: Callable[[Result], list[Any]],
+        done: str | None,
+        frame: Callable[[Any], str],
+        error_frame: Callable[[ApiError], str],
+        coalesce: bool,
+    ) -> AsyncIterator[str]:
+        """A stream's text from its first results on (see :meth:`stream`): one write per burst of
+        results, a waiting task's place as an SSE comment, the reader stopped at the end."""
+        batch, n_final = first, 0
+        try:
+            while True:
+                out: list[str] = []
+                for res in coalesce_steps(batch) if coalesce else batch:
+                    if res.is_error:
+                        yield "".join(out) + error_frame(result_error(res))
+                        return
+                    if isinstance(res.payload, QueuePosition):
+                        out.append(res.payload.sse_comment())
+                        continue
+                    out += [frame(item) for item in render(res)]
+                    n_final += res.is_final
+                if n_final == n_tasks:
+                    yield "".join(out) + (sse(done) if done else "")
+                    return
+                yield "".join(out)  # one write per burst of tokens
+                if expired():
+                    yield error_frame(self._timeout_error())
+                    return
+                batch = await reader.next_batch(expired)  # every result already waiting: one write
+                if not batch and not expired():
+                    return  # the reader was stopped: nothing more will come
+        finally:
+            reader.stop()  # cancels the request if the client went away mid-stream
+
     def _timeout_error(self) -> ApiError:
         return ApiError(f"the request took longer than {self.timeout_s:g} s (--timeout)", 503, "unavailable_error")
 
@@ -275,33 +315,7 @@ class Bridge:
             t.params.report_position = sse_stream
         reader = self.submit(request, tasks)
         first = await self._first_results(reader, expired)
-
-        async def events() -> AsyncIterator[str]:
-            batch, n_final = first, 0
-            try:
-                while True:
-                    out: list[str] = []
-                    for res in coalesce_steps(batch) if coalesce else batch:
-                        if res.is_error:
-                            yield "".join(out) + error_frame(result_error(res))
-                            return
-                        if isinstance(res.payload, QueuePosition):
-                            out.append(res.payload.sse_comment())
-                            continue
-                        out += [frame(item) for item in render(res)]
-                        n_final += res.is_final
-                    if n_final == len(tasks):
-                        yield "".join(out) + (sse(done) if done else "")
-                        return
-                    yield "".join(out)  # one write per burst of tokens
-                    if expired():
-                        yield error_frame(self._timeout_error())
-                        return
-                    batch = await reader.next_batch(expired)  # every result already waiting: one write
-                    if not batch and not expired():
-                        return  # the reader was stopped: nothing more will come
-            finally:
-                reader.stop()  # cancels the request if the client went away mid-stream
+        events = self._events(reader, first, len(tasks), expired, render, done, frame, error_frame, coalesce)
 
         async def stop_reader() -> None:
             # On the event loop: Starlette would run a plain function on a worker thread (a
@@ -309,7 +323,7 @@ class Bridge:
             reader.stop()
 
         return EventStream(
-            events(),
+            events,
             media_type=media_type,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             background=BackgroundTask(stop_reader),  # also when the stream never started

@@ -136,6 +136,11 @@ class ServerQueue:
         with self._lock:
             return list(self._deferred)
 
+    def most_urgent_waiting(self) -> int | None:
+        """The most urgent priority among the deferred tasks that any slot may take (None: none)."""
+        with self._lock:
+            return min((t.priority for t in self._deferred if t.id_slot < 0), default=None)
+
     def waiting(self) -> list[tuple[Task, float]]:
         """The deferred tasks in the order freed slots will take them, each with how long it has
         waited (seconds)."""

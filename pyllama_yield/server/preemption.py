@@ -39,23 +39,23 @@ class Preemption:
     def run(self) -> None:
         """Preempt one completion if a more urgent task waits for any slot (one per step: the
         freed slot's new task starts before the next step looks again)."""
-        if not self._queue.n_deferred:
+        # the slots first (no lock): a free slot, or none running a completion, and nothing to do
+        if any(not s.busy for s in self._slots):
             return
-        waiting = [t for t in self._queue.deferred_tasks() if t.id_slot < 0]
-        running = [s for s in self._slots if s.busy and isinstance(s.task, CompletionTask)]
-        if not waiting or not running or any(not s.busy for s in self._slots):
+        running = [s for s in self._slots if isinstance(s.task, CompletionTask)]
+        if not running:
             return
-        urgent = min(t.priority for t in waiting)
         victim = max(running, key=lambda s: (s.priority, s.t_start))  # the least urgent, the latest started
-        if victim.priority <= urgent:
+        urgent = self._queue.most_urgent_waiting()
+        if urgent is None or victim.priority <= urgent:
             return
         cells = [ctx.seq_state_bytes(victim.id) for ctx in self._kv.contexts()]
         for ctx in self._kv.contexts():
             ctx.seq_rm(victim.id)
         held = victim.suspend()
         log.info("slot %d: task %d (priority %d) yields to priority %d", victim.id, held.id_task, held.priority, urgent)
-        task = Task(TaskType.COMPLETION, id=held.id_task, payload=Resumed(held, cells))
-        task.tenant, task.priority = held.tenant, held.priority
+        resumed = Resumed(held, cells)
+        task = Task(TaskType.COMPLETION, id=held.id_task, payload=resumed, tenant=held.tenant, priority=held.priority)
         self._queue.defer(task)
         self._queue.pop_deferred_task(victim.id)  # the urgent task, next
         self._emitter.queue_changed()
