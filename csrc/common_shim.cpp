@@ -144,6 +144,9 @@ common_params_sampling sampling_params_from_json(const common_json & j) {
 
 struct pyly_sampler {
     common_sampler * smpl;
+    // common_sampler_reset resets the chain only: a grammar (which init may also have fed the
+    // generation prompt) or a reasoning budget would keep its state, so such a sampler is not reused
+    bool resettable;
 };
 
 extern "C" pyly_sampler * pyly_sampler_init(const void * model, const char * params_json, char ** error) {
@@ -157,7 +160,9 @@ extern "C" pyly_sampler * pyly_sampler_init(const void * model, const char * par
             set_error(error, "llama.cpp could not create the sampler (is the grammar valid?)");
             return nullptr;
         }
-        return new pyly_sampler{smpl};
+        const bool resettable = common_grammar_value(params.grammar).empty() && params.reasoning_budget_start.empty() &&
+                                params.reasoning_budget_end.empty();
+        return new pyly_sampler{smpl, resettable};
     } catch (const std::exception & e) {
         // common_sampler_init rethrows a grammar failure as a bare std::exception
         const std::string what = e.what();
@@ -166,6 +171,14 @@ extern "C" pyly_sampler * pyly_sampler_init(const void * model, const char * par
                              : what.c_str());
     }
     return nullptr;
+}
+
+extern "C" int pyly_sampler_reset(pyly_sampler * smpl) {
+    if (smpl == nullptr || !smpl->resettable) {
+        return -1;
+    }
+    common_sampler_reset(smpl->smpl);  // histories cleared, random states seeded as init seeds them
+    return 0;
 }
 
 extern "C" void pyly_sampler_free(pyly_sampler * smpl) {

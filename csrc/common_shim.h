@@ -29,6 +29,11 @@ typedef struct pyly_sampler pyly_sampler;
 
 PYLY_API pyly_sampler * pyly_sampler_init(const void * model, const char * params_json, char ** error);
 PYLY_API void pyly_sampler_free(pyly_sampler * smpl);
+/* Back to the state pyly_sampler_init left it in (penalty and DRY histories cleared, each random
+ * state seeded again from its seed, a random seed drawn anew): what a new sampler made from the
+ * same parameters would be, for the cost of a few clears. Returns 0, or -1 for a sampler with a
+ * grammar or a reasoning budget, whose state a reset does not bring back (make a new one). */
+PYLY_API int pyly_sampler_reset(pyly_sampler * smpl);
 /* Samples from output `idx` of the last decode; does not accept the token. Returns -1 (and sets
  * *error) on failure, e.g. when a grammar leaves no valid token. */
 PYLY_API int pyly_sampler_sample(pyly_sampler * smpl, void * ctx, int idx, char ** error);

@@ -89,6 +89,13 @@ class CommonSampler(Owner):
             _raise_from(error, "invalid sampling parameters", ValueError)
         super().__init__(ptr, lib.pyly_sampler_free)
         self._model = model  # the sampler reads the model's vocab
+        self.params = params
+
+    def reset(self) -> bool:
+        """Back to the state it was made in, as a new sampler from the same ``params`` would be
+        (histories cleared, random states seeded again); False for one with a grammar or a
+        reasoning budget, which a reset does not bring back."""
+        return lib.pyly_sampler_reset(self.ptr) == 0
 
     def sample(self, ctx: Context, idx: int = -1) -> int:
         """Sample from output ``idx`` of the last decode (the token is not accepted yet)."""

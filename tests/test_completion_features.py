@@ -251,3 +251,20 @@ def test_prompt_logprobs_rate_every_prompt_token_even_over_several_batches(tiny_
         entries[4].top[0].id,
         pytest.approx(entries[4].top[0].logprob, abs=1e-3),
     )
+
+
+def test_a_slot_reuses_its_sampler_as_new_for_the_same_parameters(tiny_model_path):
+    """A task with the sampling parameters of the slot's last one gets that sampler back, reset:
+    it draws what a new one would (seeded draws, penalties that forgot the last task's tokens);
+    other parameters get a new one."""
+    params = {"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": 9, "repeat_penalty": 1.5}
+    with Engine.create(tiny_model_path, n_ctx=512, n_parallel=1, n_threads=1) as one:
+        slot = one.core.slots[0]
+        first = run(one, prompt="Once", n_predict=12, cache_prompt=False, **params)[0]
+        kept = slot.spent_sampler
+        run(one, prompt="Hello there", n_predict=12, cache_prompt=False, **params)
+        assert slot.spent_sampler is kept  # reused, not made anew
+        again = run(one, prompt="Once", n_predict=12, cache_prompt=False, **params)[0]
+        assert slot.spent_sampler is kept and again.content == first.content
+        run(one, prompt="Once", n_predict=2, cache_prompt=False, **{**params, "seed": 10})
+        assert slot.spent_sampler is not kept

@@ -96,3 +96,29 @@ def test_a_prompt_accepted_in_one_call_counts_as_each_of_its_tokens(tiny_model):
     one_call = first_token(penalised, lambda s: s.accept_prompt([greedy, -3, 7]))
     by_token = first_token(penalised, lambda s: [s.accept(t, is_generated=False) for t in (greedy, 7)])
     assert one_call == by_token != greedy
+
+
+def test_a_reset_sampler_samples_as_it_did_when_new(tiny_model):
+    """``reset`` brings a used sampler back to how it was made: the same seeded draws and no
+    penalty history, so a slot may keep it for a task with the same parameters; a grammar's state
+    is not reset by llama.cpp's reset, so such a sampler says no."""
+    params = {"temp": 1.5, "seed": 5, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "penalty_repeat": 1.5}
+
+    def draws(sampler: CommonSampler) -> list[int]:
+        with Context(tiny_model, n_ctx=256, n_threads=2) as ctx, Batch(8, 1) as batch:
+            out, tok = [], tiny_model.vocab.bos
+            for pos in range(12):
+                batch.clear()
+                batch.add(tok, pos, 0, logits=True)
+                ctx.decode(batch)
+                [tok] = sample_and_accept_many([sampler], ctx, [0], n_threads=1)  # type: ignore[list-item]
+                out.append(tok)
+            return out
+
+    with CommonSampler(tiny_model, params) as sampler:
+        first = draws(sampler)
+        assert draws(sampler) != first  # a used sampler goes on from where it was
+        assert sampler.reset()
+        assert draws(sampler) == first
+    with CommonSampler(tiny_model, {"grammar": "root ::= [a-z]+"}) as constrained:
+        assert not constrained.reset()

@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..queue import Task
 from .embedding import EmbeddingTask
@@ -268,6 +268,16 @@ class Slot:
         memory to the system before the next request comes)."""
         self.close_samplers()
         self.sampler = sampler
+
+    def reuse_sampler(self, params: dict[str, Any]) -> CommonSampler | None:
+        """The last task's sampler, reset, when it was made from the same sampling ``params``:
+        a client that keeps its settings gets its chain back for a few clears instead of a new
+        one (about 40-100 us here, on the way to its first token); else None."""
+        spent = self.spent_sampler
+        if spent is None or spent.params != params or not spent.reset():
+            return None
+        self.spent_sampler = None
+        return spent
 
     def close_samplers(self) -> None:
         for sampler in (self.sampler, self.spent_sampler):

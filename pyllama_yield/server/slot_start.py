@@ -101,10 +101,12 @@ class SlotStarter:
 
     def _assign(self, slot: Slot, task: Task, ct: CompletionTask) -> None:
         tokens = ct.prompt_tokens
-        try:
-            sampler = CommonSampler(self._model, ct.params.sampling)
-        except ValueError as exc:  # e.g. a grammar llama.cpp cannot parse
-            raise ValueError(str(exc)) from None
+        sampler = slot.reuse_sampler(ct.params.sampling)
+        if sampler is None:
+            try:
+                sampler = CommonSampler(self._model, ct.params.sampling)
+            except ValueError as exc:  # e.g. a grammar llama.cpp cannot parse
+                raise ValueError(str(exc)) from None
         lora = self._loras.scales_for(ct.params.lora)
         memory = slot.memory
         if lora != memory.lora:  # the cache was computed with other adapters: not reusable
