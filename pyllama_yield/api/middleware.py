@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from .http_server import CasedName
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -52,12 +54,14 @@ class ServerMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         allowed = allow_origin(self.cors_origins, headers.get("origin"))
         # header names in llama-server's case: clients that read raw header names rely on it
-        extra = [(b"Access-Control-Allow-Origin", allowed.encode())] if allowed else []
+        extra: list[tuple[bytes, bytes]] = (
+            [(CasedName(b"Access-Control-Allow-Origin"), allowed.encode())] if allowed else []
+        )
         if scope["method"] == "OPTIONS":  # a preflight: browsers send no credentials, so no auth
             extra += [
-                (b"Access-Control-Allow-Credentials", b"true"),
-                (b"Access-Control-Allow-Methods", CORS_METHODS.encode()),
-                (b"Access-Control-Allow-Headers", CORS_HEADERS.encode()),
+                (CasedName(b"Access-Control-Allow-Credentials"), b"true"),
+                (CasedName(b"Access-Control-Allow-Methods"), CORS_METHODS.encode()),
+                (CasedName(b"Access-Control-Allow-Headers"), CORS_HEADERS.encode()),
             ]
             await _reply(send, 200, b"", "text/html", extra)
             return

@@ -12,6 +12,7 @@ from ..server.probs import valid_utf8
 from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
 from .errors import ApiError
+from .http_server import CasedName
 from .prometheus import prometheus_text
 from .schemas import DetokenizeRequest, TokenizeRequest, parse
 
@@ -49,7 +50,7 @@ async def metrics(request: Request) -> Response:
     m = await current_metrics(state, scrape=True)
     response = PlainTextResponse(prometheus_text(m), media_type="text/plain; version=0.0.4")
     # llama-server's header, in its case (Starlette would lower-case a name given in headers=)
-    response.raw_headers.append((b"Process-Start-Time-Unix", str(int(state.engine.started_at)).encode()))
+    response.raw_headers.append((CasedName(b"Process-Start-Time-Unix"), str(int(state.engine.started_at)).encode()))
     return response
 
 
