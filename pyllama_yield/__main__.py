@@ -118,6 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import threading
 
     from pyllama_yield.api import build_app, gcp
+    from pyllama_yield.api.cpu_split import split_cpus
     from pyllama_yield.api.http_server import listen_sockets, uvicorn_server
     from pyllama_yield.cli import server_tools, settings_from_args
 
@@ -142,9 +143,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _print_running_backends()
 
+    # the model's threads and the event loop on CPUs of their own, where -t/-tb leave one spare
+    split = split_cpus(max(settings.threads, settings.threads_batch)) if settings.pin_event_loop else None
+
     def load(stack: ExitStack) -> None:
+        if split is not None:
+            split.pin_model()  # before the loop thread (and ggml's threads) start from here
         try:
             engine = _engine(settings, stack, cancel=shutting_down).start()
+            if split is not None:
+                split.pin_event_loop(engine.queue.worker)
             stack.callback(engine.stop)
             state.attach(engine)
             print(
@@ -167,6 +175,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
         loader.start()
+        if split is not None:
+            split.pin_event_loop()
         server.run(sockets=listen_sockets(settings.hosts, port))  # returns on Ctrl-C / SIGTERM or a failed load
         shutting_down.set()  # a load still running gives up at its next progress report
         loader.join()

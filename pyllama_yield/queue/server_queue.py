@@ -196,6 +196,11 @@ class ServerQueue:
                 with self._lock:
                     self.fair_share.handled(task)
 
+    @property
+    def worker(self) -> threading.Thread | None:
+        """The thread that answers tasks while the loop yields (None outside :meth:`start_loop`)."""
+        return self._worker
+
     def start_loop(self, idle_sleep_ms: int = -1) -> None:
         """Q4-Q7: serve tasks and call update-slots until :meth:`terminate`; blocks."""
         with self._lock:

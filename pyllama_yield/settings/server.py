@@ -158,6 +158,12 @@ class ServerSettings(RequestDefaults, ChatSettings, ServerLimits, AgentSettings,
     alias: str | None = arg(None, "-a", "--alias", env="LLAMA_ARG_ALIAS", help="model name in answers and /v1/models")
     tags: str | None = arg(None, "--tags", env="LLAMA_ARG_TAGS", help="comma-separated model tags (informational)")
     threads_http: int = arg(-1, "--threads-http", env="LLAMA_ARG_THREADS_HTTP", help="threads waiting on requests")
+    pin_event_loop: bool = arg(
+        True,
+        "--pin-event-loop",
+        neg=("--no-pin-event-loop",),
+        help="when -t/-tb leave this process a CPU, run the HTTP event loop on the last CPU and the model on the rest",
+    )
     metrics: bool = arg(False, "--metrics", env="LLAMA_ARG_ENDPOINT_METRICS", help="serve /metrics")
     props: bool = arg(False, "--props", env="LLAMA_ARG_ENDPOINT_PROPS", help="allow POST /props")
     slots: bool = arg(True, "--slots", neg=("--no-slots",), env="LLAMA_ARG_ENDPOINT_SLOTS", help="serve /slots")
