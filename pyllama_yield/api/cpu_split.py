@@ -4,13 +4,12 @@ starts) and the event loop (HTTP, rendering, the socket).
 Left to the scheduler, the event loop is woken by the loop thread's doorbell onto the loop
 thread's own CPU (Linux places a woken thread by its waker while that CPU's caches are warm), so
 it waits there for the decode to end instead of running beside it: each token's frame goes out
-after the decode, and a request's first token waits behind the next decodes (measured on the 2×64
-model, ``-t 1``, two CPUs: a streamed first token 4.9 ms against 3.9 ms with the threads apart,
-tokens/s 1716 against 1920, llama-server 2.3 ms and 1921). When the model's threads leave this
-process a CPU, the event loop (and the queue's worker, which answers while the model decodes)
-gets the last one and the model the others; with ``-t`` at every
-CPU (the default) nothing is pinned, as a pinned event loop would then take a CPU from a ggml
-thread that its whole graph waits for.
+after the decode, and a request's first token waits behind the next decodes (measured on the
+2×64 model at ``-t 1`` on two CPUs: see the commit that brought this). When the model's threads
+leave this process a CPU, the event loop (and the queue's worker, which answers while the model
+decodes) gets the last one and the model the others; with ``-t`` at every CPU (the default)
+nothing is pinned, as a pinned event loop would then take a CPU from a ggml thread that its
+whole graph waits for.
 """
 
 from __future__ import annotations
