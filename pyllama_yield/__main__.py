@@ -115,11 +115,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if (missing := _server_extra_missing()) is not None:
         print(missing, file=sys.stderr)
         return 2
-    import threading
-
     from pyllama_yield.api import build_app, gcp
-    from pyllama_yield.api.cpu_split import split_cpus
-    from pyllama_yield.api.http_server import listen_sockets, uvicorn_server
+    from pyllama_yield.api.http_server import uvicorn_server
     from pyllama_yield.cli import server_tools, settings_from_args
 
     settings = settings_from_args(args)
@@ -136,13 +133,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Listen first and load the model in the background, as llama-server does: meanwhile every
     # request (/health too) gets 503 "Loading model".
     app = build_app(None, settings, tools=tools)
-    state = app.state.pyllama
     server = uvicorn_server(app, settings, port, on_exit=tools.shutdown if tools else None)
+    _print_running_backends()
+    return _serve_while_loading(settings, app.state.pyllama, server, tools, port)
+
+
+def _serve_while_loading(settings, state, server, tools, port: int) -> int:  # noqa: ANN001 - imported lazily
+    """Run the HTTP ``server`` on this thread while the model loads on another and is attached to
+    the app's ``state``; the exit code once it stops (Ctrl-C / SIGTERM, or a failed load)."""
+    import threading
+
+    from pyllama_yield.api.cpu_split import split_cpus
+    from pyllama_yield.api.http_server import listen_sockets
+
     shutting_down = threading.Event()
     failure: list[BaseException] = []
-
-    _print_running_backends()
-
     # the model's threads and the event loop on CPUs of their own, where -t/-tb leave one spare
     split = split_cpus(max(settings.threads, settings.threads_batch)) if settings.pin_event_loop else None
 
