@@ -4,6 +4,8 @@ the later chunks a new prompt repeats, shifted in the KV cache instead of comput
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pyllama_yield.server import Engine
 
@@ -127,3 +129,77 @@ def test_slots_are_chosen_by_similarity_then_least_recently_used(tiny_model_path
         slot_a = next(i for i, t in used.items() if t == a)
         srv.complete({**body, "prompt": a + [1, 2]})
         assert srv.core.slots[slot_a].memory.tokens[:22] == a + [1, 2]  # similar enough: the slot holding a
+
+
+class _NaivePromptCache:
+    """llama-server's server_prompt_cache as written there: every question a look through all
+    entries. The reference the indexed PromptCache must agree with."""
+
+    def __init__(self) -> None:
+        self.states: list[list[int]] = []
+
+    @staticmethod
+    def _lcp(a: list[int], b: list[int]) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    def save(self, tokens: list[int]) -> bool:
+        if not tokens or any(len(s) >= len(tokens) and self._lcp(s, tokens) == len(tokens) for s in self.states):
+            return False
+        self.states = [s for s in self.states if self._lcp(s, tokens) < len(s)]
+        self.states.append(list(tokens))
+        return True
+
+    def take_best(self, current: list[int], new: list[int]) -> list[int] | None:
+        lcp = self._lcp(current, new)
+        f_keep = lcp / len(current) if current else -1.0
+        f_sim = lcp / len(new) if new else 0.0
+        best = None
+        for s in self.states:
+            n = self._lcp(s, new)
+            keep, sim = n / len(s), n / len(new) if new else 0.0
+            if keep >= 0.25 and keep > f_keep and sim > f_sim:
+                best, f_keep, f_sim = s, keep, sim
+        if best is not None:
+            self.states = [s for s in self.states if s is not best]
+        return best
+
+
+_small_prompts = st.lists(st.integers(0, 3), max_size=7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), _small_prompts, _small_prompts), max_size=40))
+def test_prompt_cache_index_answers_as_a_look_through_every_entry(ops):
+    """Saves and takes in any order (prompts over a 4-token alphabet, so that they share
+    prefixes, contain each other and repeat): the sorted index answers what llama-server's loop
+    over every entry answers, entry for entry, and keeps the totals of what it holds."""
+    from pyllama_yield.server.prompt_cache import PromptCache
+
+    cache, naive = PromptCache(limit_mib=0, limit_tokens=0), _NaivePromptCache()
+    for is_save, a, b in ops:
+        if is_save:
+            assert cache.save(a, lambda: 1, lambda: (bytearray(1), bytearray())) == naive.save(a)
+        else:
+            got = cache.take_best(a, b)
+            assert (got.tokens if got is not None else None) == naive.take_best(a, b)
+        assert [s.tokens for s in cache.states] == naive.states
+        assert cache.holds(a) == any(s[: len(a)] == a for s in naive.states)
+        assert cache.size() == len(naive.states)
+        assert cache.n_tokens() == sum(map(len, naive.states))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=80), st.lists(st.integers(0, 2), max_size=80), st.integers(0, 80))
+def test_common_prefix_counts_as_a_loop_does(a, b, shared):
+    """The windowed comparison counts what a token-by-token loop counts, at any length and any
+    place of the first difference (``shared`` tokens forced equal first)."""
+    from pyllama_yield.server.slot import common_prefix
+
+    b = a[:shared] + b
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    assert common_prefix(a, b) == n == common_prefix(b, a)

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,17 +47,22 @@ def reuse_chunks(ctx: Context, seq_id: int, cache: list[int], prompt: list[int],
     return n_past
 
 
-@dataclass
+@dataclass(eq=False)  # entries are told apart by identity (removing one compares them)
 class CachedPrompt:
     tokens: list[int]
     target: bytearray  # the sequence's state in the target context
     draft: bytearray  # and in the draft model's context (empty without one)
     lora: tuple[float, ...] = ()  # the LoRA scales it was computed with
     checkpoints: list[Checkpoint] = field(default_factory=list)  # the slot's, taken along
+    # set once cached: its bytes (the cache keeps running totals), its place in the sorted index
+    # and in the order of saving
+    size: int = field(init=False, default=0)
+    key: tuple[int, ...] = field(init=False, default=())
+    serial: int = field(init=False, default=0)
 
-    @property
-    def size(self) -> int:
-        return len(self.target) + len(self.draft) + sum(len(c.data) for c in self.checkpoints)
+    def __post_init__(self) -> None:
+        self.size = len(self.target) + len(self.draft) + sum(len(c.data) for c in self.checkpoints)
+        self.key = tuple(self.tokens)
 
 
 class PromptCache:
@@ -65,22 +72,69 @@ class PromptCache:
     prompt that best fits the task, so the conversation a client comes back to does not have to be
     evaluated again. Oldest entries go first when the size limit, or the token limit (the context
     size, raised while the entries are small), is reached. Loop thread only.
+
+    Every distinct prompt a client sends may stay here (8 GiB hold hundreds of thousands of small
+    ones), and each task start asks what the cache holds. llama-server looks through every entry
+    in C++; a Python loop over them costs more than the prompt's evaluation after a few hundred
+    requests. So the entries are also kept sorted by their tokens, where the questions become
+    binary searches: no entry is ever a prefix of another (a prompt that one contains is not
+    saved; one that contains others replaces them), so the entries that start with given tokens
+    are a run of neighbours, and the one that a prompt starts with, if any, is its predecessor.
     """
 
     def __init__(self, limit_mib: int, limit_tokens: int) -> None:
         self.limit_bytes = max(limit_mib, 0) * 1024 * 1024  # 0: no limit (-1 on the command line)
         self.limit_tokens = limit_tokens
-        self.states: list[CachedPrompt] = []  # oldest first
+        self.states: list[CachedPrompt] = []  # oldest first; changed only through _keep/_drop
+        self._sorted: list[tuple[tuple[int, ...], int]] = []  # (key, serial), in key order
+        self._by_serial: dict[int, CachedPrompt] = {}
+        self._serial = 0
+        self._size = 0
+        self._n_tokens = 0
 
     def size(self) -> int:
-        return sum(s.size for s in self.states)
+        return self._size
 
     def n_tokens(self) -> int:
-        return sum(len(s.tokens) for s in self.states)
+        return self._n_tokens
+
+    def _keep(self, entry: CachedPrompt) -> None:
+        self._serial += 1
+        entry.serial = self._serial
+        self.states.append(entry)
+        bisect.insort(self._sorted, (entry.key, entry.serial))
+        self._by_serial[entry.serial] = entry
+        self._size += entry.size
+        self._n_tokens += len(entry.tokens)
+
+    def _drop(self, entry: CachedPrompt) -> None:
+        self.states.remove(entry)
+        del self._sorted[bisect.bisect_left(self._sorted, (entry.key, entry.serial))]
+        del self._by_serial[entry.serial]
+        self._size -= entry.size
+        self._n_tokens -= len(entry.tokens)
+
+    def _starting_with(self, prefix: tuple[int, ...]) -> list[CachedPrompt]:
+        """The entries whose tokens start with ``prefix``, oldest first."""
+        found = []
+        for key, serial in itertools.islice(self._sorted, bisect.bisect_left(self._sorted, (prefix,)), None):
+            if key[: len(prefix)] != prefix:
+                break
+            found.append(serial)
+        return [self._by_serial[serial] for serial in sorted(found)]
 
     def holds(self, tokens: list[int]) -> bool:
         """Whether a cached prompt starts with all of ``tokens``."""
-        return any(len(s.tokens) >= len(tokens) and common_prefix(s.tokens, tokens) == len(tokens) for s in self.states)
+        key = tuple(tokens)
+        i = bisect.bisect_left(self._sorted, (key,))
+        return i < len(self._sorted) and self._sorted[i][0][: len(key)] == key
+
+    def _prefix_of(self, key: tuple[int, ...]) -> CachedPrompt | None:
+        """The entry that ``key`` starts with (there is at most one), if any."""
+        i = bisect.bisect_right(self._sorted, (key, self._serial + 1)) - 1
+        if i >= 0 and key[: len(self._sorted[i][0])] == self._sorted[i][0]:
+            return self._by_serial[self._sorted[i][1]]
+        return None
 
     def save(
         self,
@@ -100,11 +154,13 @@ class PromptCache:
             log.warning("prompt state of %.1f MiB exceeds --cache-ram: not cached", size / 2**20)
             return False
         # what the new prompt contains is obsolete; then make room, oldest first
-        self.states = [s for s in self.states if common_prefix(s.tokens, tokens) < len(s.tokens)]
-        while self.states and self.limit_bytes and self.size() + size > self.limit_bytes:
-            self.states.pop(0)
+        contained = self._prefix_of(tuple(tokens))
+        if contained is not None:
+            self._drop(contained)
+        while self.states and self.limit_bytes and self._size + size > self.limit_bytes:
+            self._drop(self.states[0])
         target, draft = read()
-        self.states.append(CachedPrompt(list(tokens), target, draft, lora, list(checkpoints or [])))
+        self._keep(CachedPrompt(list(tokens), target, draft, lora, list(checkpoints or [])))
         return True
 
     def take_best(self, current: list[int], new: list[int]) -> CachedPrompt | None:
@@ -114,22 +170,26 @@ class PromptCache:
         lcp = common_prefix(current, new)
         f_keep = lcp / len(current) if current else -1.0  # an empty slot: any entry is better
         f_sim = lcp / len(new) if new else 0.0
+        if lcp >= len(new):
+            return None  # nothing can cover more of it
         best = None
-        for s in self.states:
+        # only an entry that shares more of ``new`` than the slot does can win: those sharing its
+        # first lcp + 1 tokens, looked at in the order llama-server looks at them (oldest first)
+        for s in self._starting_with(tuple(new[: lcp + 1])):
             n = common_prefix(s.tokens, new)
-            keep, sim = n / len(s.tokens), n / len(new) if new else 0.0
+            keep, sim = n / len(s.tokens), n / len(new)
             if keep >= 0.25 and keep > f_keep and sim > f_sim:
                 best, f_keep, f_sim = s, keep, sim
         if best is not None:
-            self.states.remove(best)
+            self._drop(best)
         return best
 
     def update(self) -> None:
         """Apply the limits: the size one, then the token one (raised as far as the size limit
         allows at the entries' average size per token)."""
-        while self.states and self.limit_bytes and self.size() > self.limit_bytes:
-            self.states.pop(0)
-        per_token = max(1.0, self.size() / max(1, self.n_tokens()))
+        while self.states and self.limit_bytes and self._size > self.limit_bytes:
+            self._drop(self.states[0])
+        per_token = max(1.0, self._size / max(1, self._n_tokens))
         limit = max(self.limit_tokens, int(self.limit_bytes / per_token)) if self.limit_bytes else self.limit_tokens
-        while self.states and limit and self.n_tokens() > limit:
-            self.states.pop(0)
+        while self.states and limit and self._n_tokens > limit:
+            self._drop(self.states[0])

@@ -304,11 +304,27 @@ class Slot:
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens ``a`` and ``b`` share at their start. Slices are compared in C, in windows
+    that double until one differs, then halved toward the difference: a chat's 4k-token history
+    costs tens of microseconds instead of hundreds in a Python loop, an early difference little."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    lo, step = 0, 16
+    while True:  # a[:lo] == b[:lo]
+        hi = min(n, lo + step)
+        if a[lo:hi] != b[lo:hi]:
+            break
+        if hi == n:
+            return n
+        lo, step = hi, step * 2
+    while hi - lo > 16:  # the first difference is in a[lo:hi]
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while a[lo] == b[lo]:
+        lo += 1
+    return lo
 
 
 def now() -> float:
