@@ -327,3 +327,33 @@ def bench_many(result: dict[str, Any]) -> str:
     lines += [f"| {m['peer']} | **median** | **{m['tokens_per_s']:.1f}** |" for m in result["medians"]]
     lines += ["", f"Ours ÷ llama-batched-bench: **{result['ratio']:.2f}**."]
     return "\n".join(lines)
+
+
+def trace_first_token(result: dict[str, Any]) -> str:
+    flags = result["flags"]
+    ours = [r for r in result["rows"] if r["server"] == "ours"]
+    theirs = [r for r in result["rows"] if r["server"] == "llama-server"]
+    at = {name: statistics.median(r["milestones_us"][name] for r in ours) for name in ours[0]["milestones_us"]}
+    lines = [
+        f"One client, {flags['requests']} streamed `/completion` requests of {flags['n_predict']} tokens with "
+        f"distinct prompts, model 2x64, `-t 1 -np 1`, fresh servers taking turns, {flags['repeat']} rounds "
+        f"({_source(result, 'trace_first_token')}). Each milestone is the median over the requests (the "
+        "first fifth dropped) of its time after the request's bytes reached the event loop, then the median "
+        "of the rounds; *step* is the difference from the line above. Ours is traced (a few µs per "
+        "stamped call).",
+        "",
+        "| milestone | µs after arrival | step |",
+        "|---|---|---|",
+    ]
+    previous = 0.0
+    for name, t in at.items():
+        lines.append(f"| {name} | {t:.0f} | {t - previous:+.0f} |")
+        previous = t
+    mine = statistics.median(r["ttft_p50_ms"] for r in ours)
+    peer = statistics.median(r["ttft_p50_ms"] for r in theirs)
+    lines += [
+        "",
+        f"Time to first event at the client, p50: ours (traced) {mine:.2f} ms, llama-server {peer:.2f} ms "
+        f"({mine / peer:.2f}×).",
+    ]
+    return "\n".join(lines)

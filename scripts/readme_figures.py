@@ -37,6 +37,7 @@ from _figures_bench import (  # noqa: E402
     profile_host_cost,
     profile_medians,
     ratio,
+    trace_first_token,
 )
 from _figures_builds import bench_builds, suite_counts, upstream_server_tests, wheel_builds, wheel_checks  # noqa: E402
 
@@ -52,6 +53,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench_host_cost": bench_host_cost,
     "bench_decode": bench_decode,
     "profile_host_cost": profile_host_cost,
+    "trace_first_token": trace_first_token,
     "bench_fair_share": bench_fair_share,
     "bench_many": bench_many,
 }
