@@ -16,9 +16,14 @@ RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
 
 
 def git_commit(tree: Path) -> str:
-    """The checkout's commit as ``git describe --always --dirty`` names it (a result says what it measured)."""
-    cmd = ["git", "-C", str(tree), "describe", "--always", "--dirty"]
-    return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+    """The checkout's commit (a result says what it measured), ``-dirty`` when what it runs differs
+    from it: results and the README a run of benchmarks rewrites do not count."""
+    git = ["git", "-C", str(tree)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(
+        [*git, "status", "--porcelain", "--", ".", ":!benchmarks", ":!README.md"], capture_output=True, text=True
+    ).stdout.strip()
+    return commit + ("-dirty" if changed else "")
 
 
 def summarize_us(samples_ns: list[int]) -> dict[str, float]:

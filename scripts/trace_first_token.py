@@ -146,7 +146,7 @@ def client_ttft(port: int, n: int, n_predict: int) -> list[float]:
 
 def main() -> int:
     if sys.argv[1:2] == ["--traced"]:  # the server side: serve with the tracer installed
-        sys.path.insert(0, str(REPO))  # the checkout's code, as `python -m pyllama_yield` there runs
+        sys.path.insert(0, os.getcwd())  # the code of the checkout it runs in (--ours-tree), as `-m` would
         install_tracer(os.environ["TRACE_FIRST_TOKEN_OUT"])
         sys.argv = ["pyllama_yield", *sys.argv[2:]]
         runpy.run_module("pyllama_yield", run_name="__main__")
@@ -156,6 +156,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--n-predict", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--ours-tree", type=Path, default=REPO, help="the checkout whose server is traced")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "trace_first_token.json")
     a = ap.parse_args()
     rows: list[dict[str, Any]] = []
@@ -170,7 +171,7 @@ def main() -> int:
         for r in range(a.repeat):
             for name, cmd in servers.items():
                 os.environ["TRACE_FIRST_TOKEN_OUT"] = str(trace)
-                proc, port = fresh_server(cmd, flags, cwd=REPO)
+                proc, port = fresh_server(cmd, flags, cwd=a.ours_tree)
                 try:
                     ttft = client_ttft(port, a.requests, a.n_predict)
                 finally:
@@ -185,7 +186,7 @@ def main() -> int:
                     row["requests_traced"] = len(lines)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    result: dict[str, Any] = {"commit": git_commit(REPO), "model": "2x64", "rows": rows}
+    result: dict[str, Any] = {"commit": git_commit(a.ours_tree), "model": "2x64", "rows": rows}
     result["flags"] = {k: str(v) for k, v in vars(a).items() if k != "out"}
     write_json("trace_first_token", result, a.out)
     return 0
