@@ -24,6 +24,9 @@ class RecordingTransport:
     def close(self) -> None:
         self.closed = True
 
+    def write_eof(self) -> None:
+        self.writes.append(b"<eof>")
+
     def get_extra_info(self, name: str) -> str:
         return f"info:{name}"
 
@@ -57,3 +60,16 @@ def test_a_head_without_a_body_in_the_same_turn_leaves_at_its_end_and_before_a_c
         return alone.writes, closing.writes
 
     assert asyncio.run(main()) == ([b"HTTP/1.1 100 Continue\r\n\r\n"], [HEAD])
+
+
+def test_writelines_and_eof_keep_the_order_after_a_held_head():
+    async def main() -> list[bytes]:
+        wire = RecordingTransport()
+        transport = HeadWithBody(wire, asyncio.get_running_loop())  # type: ignore[arg-type]
+        transport.write(HEAD)
+        transport.writelines([b"5\r\n", b"hello\r\n"])
+        transport.write(HEAD)
+        transport.write_eof()
+        return wire.writes
+
+    assert asyncio.run(main()) == [HEAD + b"5\r\nhello\r\n", HEAD, b"<eof>"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, cast
 
@@ -54,6 +54,13 @@ class HeadWithBody:
             self._loop.call_soon(self._send_head)
             return
         self._transport.write(data)
+
+    def writelines(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.write(b"".join(chunks))  # after a held head, never past it
+
+    def write_eof(self) -> None:
+        self._send_head()
+        self._transport.write_eof()
 
     def _send_head(self) -> None:
         if self._head is not None:

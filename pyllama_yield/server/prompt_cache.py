@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import bisect
-import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,7 +116,8 @@ class PromptCache:
     def _starting_with(self, prefix: tuple[int, ...]) -> list[CachedPrompt]:
         """The entries whose tokens start with ``prefix``, oldest first."""
         found = []
-        for key, serial in itertools.islice(self._sorted, bisect.bisect_left(self._sorted, (prefix,)), None):
+        for i in range(bisect.bisect_left(self._sorted, (prefix,)), len(self._sorted)):
+            key, serial = self._sorted[i]
             if key[: len(prefix)] != prefix:
                 break
             found.append(serial)
