@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 # The result names the commit it was taken at, and "ours" runs the checkout's Python code: a tree
 # with uncommitted changes is refused (UPSTREAM_ALLOW_DIRTY=1: a trial run, its commit marked -dirty).
-dirty=$(git status --porcelain --untracked-files=no -- . ':!benchmarks' ':!bench-results')
+dirty=$(git status --porcelain --untracked-files=no -- . ':!benchmarks' ':!bench-results' ':!README.md')
 if [[ -n $dirty && ${UPSTREAM_ALLOW_DIRTY:-0} != 1 ]]; then
     echo "upstream_server_tests.sh: uncommitted changes; commit them first (UPSTREAM_ALLOW_DIRTY=1 for a trial):" >&2
     echo "$dirty" >&2
@@ -149,7 +149,7 @@ machine = {"system": platform.platform(), "cpus": os.cpu_count(), "python": plat
 result = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "targets": targets, "flags": flags, "machine": machine, "files": {}}
 try:
     result["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks", ":!bench-results"],
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks", ":!bench-results", ":!README.md"],
                              capture_output=True, text=True).stdout.strip()
     if changed:
         result["commit"] += "-dirty"
