@@ -85,8 +85,8 @@ class PromptCache:
         self.limit_bytes = max(limit_mib, 0) * 1024 * 1024  # 0: no limit (-1 on the command line)
         self.limit_tokens = limit_tokens
         self.states: list[CachedPrompt] = []  # oldest first; changed only through _keep/_drop
-        self._sorted: list[tuple[tuple[int, ...], int]] = []  # (key, serial), in key order
-        self._by_serial: dict[int, CachedPrompt] = {}
+        # (key, serial, entry) in key order; the serial (unique) settles ties before an entry is compared
+        self._sorted: list[tuple[tuple[int, ...], int, CachedPrompt]] = []
         self._serial = 0
         self._size = 0
         self._n_tokens = 0
@@ -101,15 +101,13 @@ class PromptCache:
         self._serial += 1
         entry.serial = self._serial
         self.states.append(entry)
-        bisect.insort(self._sorted, (entry.key, entry.serial))
-        self._by_serial[entry.serial] = entry
+        bisect.insort(self._sorted, (entry.key, entry.serial, entry))
         self._size += entry.size
         self._n_tokens += len(entry.tokens)
 
     def _drop(self, entry: CachedPrompt) -> None:
         self.states.remove(entry)
         del self._sorted[bisect.bisect_left(self._sorted, (entry.key, entry.serial))]
-        del self._by_serial[entry.serial]
         self._size -= entry.size
         self._n_tokens -= len(entry.tokens)
 
@@ -117,15 +115,17 @@ class PromptCache:
         """The entries whose tokens start with ``prefix``, oldest first."""
         found = []
         for i in range(bisect.bisect_left(self._sorted, (prefix,)), len(self._sorted)):
-            key, serial = self._sorted[i]
+            key, _, entry = self._sorted[i]
             if key[: len(prefix)] != prefix:
                 break
-            found.append(serial)
-        return [self._by_serial[serial] for serial in sorted(found)]
+            found.append(entry)
+        return sorted(found, key=lambda e: e.serial)
 
     def holds(self, tokens: list[int]) -> bool:
         """Whether a cached prompt starts with all of ``tokens``."""
-        key = tuple(tokens)
+        return self._holds(tuple(tokens))
+
+    def _holds(self, key: tuple[int, ...]) -> bool:
         i = bisect.bisect_left(self._sorted, (key,))
         return i < len(self._sorted) and self._sorted[i][0][: len(key)] == key
 
@@ -133,7 +133,7 @@ class PromptCache:
         """The entry that ``key`` starts with (there is at most one), if any."""
         i = bisect.bisect_right(self._sorted, (key, self._serial + 1)) - 1
         if i >= 0 and key[: len(self._sorted[i][0])] == self._sorted[i][0]:
-            return self._by_serial[self._sorted[i][1]]
+            return self._sorted[i][2]
         return None
 
     def save(
@@ -147,14 +147,15 @@ class PromptCache:
         """Keep ``tokens`` with the state ``read()`` gives (``measure()`` bytes, asked only once
         the tokens are known to be new: llama.cpp sizes a state by walking its cells); False
         when they are cached already or cannot fit."""
-        if not tokens or self.holds(tokens):
+        key = tuple(tokens)
+        if not key or self._holds(key):
             return False
         size = measure()
         if self.limit_bytes and size > self.limit_bytes:
             log.warning("prompt state of %.1f MiB exceeds --cache-ram: not cached", size / 2**20)
             return False
         # what the new prompt contains is obsolete; then make room, oldest first
-        contained = self._prefix_of(tuple(tokens))
+        contained = self._prefix_of(key)
         if contained is not None:
             self._drop(contained)
         while self.states and self.limit_bytes and self._size + size > self.limit_bytes:
