@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 from _bench import (  # noqa: E402
     bench_model,
+    git_commit,
     print_table,
     run_clients,
     sse_events,
@@ -229,9 +230,8 @@ def main() -> int:
                 "first_event_slowest_ms"
             ]
         print(json.dumps(ratios, indent=1))
-    commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
     flags_used = {k: str(v) for k, v in vars(a).items() if k != "out"}
-    result = {"commit": commit.stdout.strip(), "model": Path(str(model)).name, "flags": flags_used, "rows": rows,
+    result = {"commit": git_commit(REPO), "model": Path(str(model)).name, "flags": flags_used, "rows": rows,
               "medians": medians, "big_burst": bursts, "ratios": ratios}  # fmt: skip
     write_json("bench_serving", result, a.out)
     return 0
