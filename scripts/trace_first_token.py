@@ -41,14 +41,18 @@ from bench_serving import fresh_server, stop_server  # noqa: E402
 # (milestone, the function whose call marks it, whether its start or its end): in request order
 MILESTONES = [
     ("arrived", "recv", "start"),
-    ("tasks built (parse, route, validate, tokenize)", "make_tasks", "end"),
+    ("request read and routed: its tasks begin", "make_tasks", "start"),
+    ("tasks built (validated, tokenized)", "make_tasks", "end"),
+    ("posting called", "submit", "start"),
     ("tasks posted to the queue", "submit", "end"),
+    ("loop thread took the task", "on_task", "start"),
     ("task started on the loop thread", "on_task", "end"),
     ("prompt's decode called", "decode", "start"),
     ("prompt's decode returned (first token sampled)", "decode", "end"),
     ("first token accepted (stop checks, its result)", "accept", "end"),
     ("its result handed to the event loop", "flush", "end"),
     ("event loop woken by the doorbell", "doorbell", "start"),
+    ("first result read by the handler", "first_results", "end"),
     ("first event handed to the socket (send called)", "send_body", "start"),
 ]
 
@@ -102,23 +106,28 @@ def install_tracer(path: str) -> None:
     wrap(outputs.DecodeOutputs, "accept", "accept")
     wrap(emitter.SlotEmitter, "flush", "flush")
     wrap(async_reader.Doorbell, "_answer", "doorbell")
+    wrap(bridge.Bridge, "_first_results", "first_results")
     atexit.register(lambda: Path(path).write_text(json.dumps(events)))
 
 
 def timelines(events: list[list[Any]]) -> list[list[float]]:
-    """Each request's milestones (us after its arrival), found in order after one another."""
+    """Each request's milestones (us after its arrival: the last read from its socket before its
+    tasks are built, so its body's when the client sent that apart), found in order."""
     events.sort()
-    arrivals = [i for i, e in enumerate(events) if e[2] == "recv" and e[3] == "start"]
+    builds = [i for i, e in enumerate(events) if e[2] == "make_tasks" and e[3] == "start"]
     out = []
-    for k, i in enumerate(arrivals):
-        end = arrivals[k + 1] if k + 1 < len(arrivals) else len(events)
-        t0, j, marks = events[i][0], i, []
-        for _, label, edge in MILESTONES:
+    for k, i in enumerate(builds):
+        arrival = next((m for m in range(i - 1, -1, -1) if events[m][2] == "recv" and events[m][3] == "start"), -1)
+        if arrival < 0:
+            continue
+        end = builds[k + 1] if k + 1 < len(builds) else len(events)
+        t0, j, marks = events[arrival][0], i, [0.0]
+        for _, label, edge in MILESTONES[1:]:
             j = next((m for m in range(j, end) if events[m][2] == label and events[m][3] == edge), -1)
             if j < 0:
                 break
             marks.append((events[j][0] - t0) / 1e3)
-        if len(marks) == len(MILESTONES):  # a completion (a /health poll has no tasks)
+        if len(marks) == len(MILESTONES):
             out.append(marks)
     return out
 
