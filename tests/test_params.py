@@ -113,3 +113,68 @@ def test_lora_entries_are_read_with_llama_servers_defaults():
         params({"lora": {"id": 0}})
     with pytest.raises(ValueError, match="lora"):
         params({"lora": [{"id": "zero", "scale": 1}]})
+
+
+# --- the task builder keeps what a request's fields resolved to ------------------------------------
+
+
+@pytest.fixture
+def builder(tiny_model):
+    from pyllama_yield.server.task_builder import TaskBuilder, TaskLimits
+
+    limits = TaskLimits(
+        n_parallel=4, n_ctx_slot=512, n_batch=512, n_ubatch=512, n_predict_max=-1, n_probs_max=100,
+        embedding=False, pooling="none",
+    )  # fmt: skip
+    return TaskBuilder(tiny_model, None, CompletionParams(), limits, tiny_model.vocab.eog_tokens())
+
+
+FIELDS = [
+    {},
+    {"n_predict": 4, "temperature": 0.0, "stream": True},
+    {"n_predict": 4, "temperature": 0.5, "stream": True},  # differs in one value only
+    {"stop": ["\n", "x"], "logit_bias": [[5, -1.5]], "ignore_eos": True, "n_probs": 2, "n": 2},
+    {"grammar": 'root ::= "a"+', "samplers": "kt", "lora": [], "response_fields": ["content"]},
+]
+
+
+def test_the_same_fields_resolve_once_and_each_request_gets_its_own_copy(builder, monkeypatch):
+    from pyllama_yield.server import task_builder
+
+    calls = []
+    real = task_builder.resolve
+    monkeypatch.setattr(task_builder, "resolve", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    for fields in FIELDS:
+        validated = CompletionParams.model_validate(fields).over(CompletionParams())
+        fresh = real(validated, builder, json_schema_to_grammar, n_parallel=4)
+        n_before = len(calls)
+        first = builder.make_tasks({"prompt": "one", **fields})
+        again = builder.make_tasks({**fields, "prompt": "two other words"})  # other prompt, key order
+        assert len(calls) == n_before + 1
+        assert first[0].params == again[0].params == fresh
+        assert first[0].params is not again[0].params
+        assert len(first) == fresh.n_cmpl and all(t.params is first[0].params for t in first)
+        first[0].params.report_position = not first[0].params.report_position  # the bridge's own
+        assert builder.make_tasks({"prompt": "three", **fields})[0].params.report_position is False
+
+
+def test_a_refused_request_is_refused_every_time(builder):
+    for _ in range(2):
+        with pytest.raises(ValueError, match="top_k"):
+            builder.make_tasks({"prompt": "a", "top_k": "many"})
+        with pytest.raises(ValueError, match="n_cmpl"):
+            builder.make_tasks({"prompt": "a", "n": 9})  # over n_parallel: refused by resolve
+    builder.make_tasks({"prompt": "a", "n_predict": 3})
+    with pytest.raises(ValueError, match='"prompt" is required'):
+        builder.make_tasks({"n_predict": 3})  # the same fields, kept, but no prompt
+
+
+def test_fields_that_change_every_time_or_are_not_json_still_resolve(builder):
+    from pyllama_yield.server.task_builder import RESOLVED_KEPT
+
+    for i in range(RESOLVED_KEPT * 2 + 3):
+        assert builder.make_tasks({"prompt": "a", "n_predict": i})[0].params.n_predict == i
+    odd = {"prompt": "a", "n_predict": 7, "user": object()}  # from Python, not JSON: resolved each time
+    with pytest.raises(ValueError, match="user"):
+        builder.make_tasks(odd)
+    assert builder.make_tasks({"prompt": "a", "n_predict": 7, 1: "x"})[0].params.n_predict == 7

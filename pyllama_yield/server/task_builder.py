@@ -7,8 +7,9 @@ The engine holds one (``Engine.tasks``), made from what the loaded model fixes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -24,13 +25,17 @@ from .media import MediaTokens, decode_base64, is_media_cell, multimodal_tokens
 from .params import CompletionParams, validation_message
 from .sampling import GrammarError
 from .task import CompletionTask, tokenize_prompts
-from .task_params import resolve
+from .task_params import TaskParams, resolve
 
 if TYPE_CHECKING:
     from ..llama import Model
     from ..mtmd import Projector
 
 __all__ = ["TaskBuilder", "TaskLimits"]
+
+# distinct request settings whose resolved parameters are kept (a client sends the same ones again
+# and again: validating and resolving them costs more than tokenizing a short prompt)
+RESOLVED_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,14 @@ class TaskLimits:
     n_probs_max: int
     embedding: bool  # an embeddings (or, with pooling "rank", reranking) engine: no completions
     pooling: str
+
+
+def _fields_key(data: dict[str, Any]) -> str | None:
+    """A request's fields but its prompt, as one string; None when they are not plain JSON."""
+    try:
+        return json.dumps({k: v for k, v in data.items() if k != "prompt"}, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
 
 
 class TaskBuilder:
@@ -62,6 +75,7 @@ class TaskBuilder:
         self.defaults = defaults
         self.limits = limits
         self.eog_tokens = eog_tokens  # read by ``resolve`` (a ``Tokenizer``)
+        self._resolved: dict[str, TaskParams] = {}  # by a request's fields but its prompt (any thread)
 
     # --- the model as a tokenizer (any thread: llama.cpp's vocab is read-only) ----------------
     @property
@@ -132,29 +146,41 @@ class TaskBuilder:
         field and the reason for a bad request."""
         if self.limits.embedding:
             raise NotImplementedError("This server does not support completions. Start it without `--embeddings`")
+        key, kept = None, None
         if params is None:
             if not isinstance(data, dict):
                 raise ValueError("the request must be a JSON object")
-            try:
-                params = CompletionParams.model_validate(data).over(self.defaults)
-            except ValidationError as exc:
-                raise ValueError(validation_message(exc)) from None
-        params = self._apply_caps(params)
+            key = _fields_key(data)
+            kept = self._resolved.get(key) if key is not None else None
+            if kept is None:
+                try:
+                    params = CompletionParams.model_validate(data).over(self.defaults)
+                except ValidationError as exc:
+                    raise ValueError(validation_message(exc)) from None
+        if params is not None:
+            params = self._apply_caps(params)
         if prompt is None:
             prompt = data.get("prompt") if isinstance(data, dict) else None
         if prompt is None:
             raise ValueError('"prompt" is required')
-        task_params = resolve(params, self, json_schema_to_grammar, n_parallel=self.limits.n_parallel)
+        if kept is None:
+            assert params is not None
+            kept = resolve(params, self, json_schema_to_grammar, n_parallel=self.limits.n_parallel)
+            if key is not None:  # a refused request raised above: nothing is kept for it
+                if len(self._resolved) >= RESOLVED_KEPT:
+                    self._resolved.clear()  # settings that change per request: none kept for long
+                self._resolved[key] = kept
+        task_params = replace(kept)  # the caller's own: the bridge sets report_position on it
         prompts = tokenize_prompts(prompt, lambda text, bos: self.tokenize(text, bos, True), self._multimodal)
         tasks = []
         for i, tokens in enumerate(prompts):
             media = tokens.media if isinstance(tokens, MediaTokens) else {}
             self.check_prompt(tokens, with_media=bool(media))
-            if media and params.prompt_logprobs >= 0:
+            if media and task_params.prompt_logprobs >= 0:
                 raise ValueError("prompt_logprobs is not supported for prompts with media")
             text = prompt if isinstance(prompt, str) else ""
-            for j in range(params.n_cmpl):
-                index = i * params.n_cmpl + j
+            for j in range(task_params.n_cmpl):
+                index = i * task_params.n_cmpl + j
                 tasks.append(CompletionTask(tokens, task_params, index=index, prompt_text=text, media=media))
         return tasks
 
