@@ -338,9 +338,10 @@ def trace_first_token(result: dict[str, Any]) -> str:
         f"One client, {flags['requests']} streamed `/completion` requests of {flags['n_predict']} tokens with "
         f"distinct prompts, model 2x64, `-t 1 -np 1`, fresh servers taking turns, {flags['repeat']} rounds "
         f"({_source(result, 'trace_first_token')}). Each milestone is the median over the requests (the "
-        "first fifth dropped) of its time after the request's bytes reached the event loop, then the median "
-        "of the rounds; *step* is the difference from the line above. Ours is traced (a few µs per "
-        "stamped call).",
+        "first fifth dropped) of its time after the request arrived (the event loop's last read of its "
+        "socket before its tasks are built: its body's, which the client sends apart from its headers), "
+        "then the median of the rounds; *step* is the difference from the line above. Ours is traced (a "
+        "few µs per stamped call).",
         "",
         "| milestone | µs after arrival | step |",
         "|---|---|---|",
