@@ -178,3 +178,17 @@ def test_fields_that_change_every_time_or_are_not_json_still_resolve(builder):
     with pytest.raises(ValueError, match="user"):
         builder.make_tasks(odd)
     assert builder.make_tasks({"prompt": "a", "n_predict": 7, 1: "x"})[0].params.n_predict == 7
+
+
+def test_fields_that_carry_content_are_not_kept(builder, monkeypatch):
+    from pyllama_yield.server import task_builder
+
+    calls = []
+    real = task_builder.resolve
+    monkeypatch.setattr(task_builder, "resolve", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    large = {"prompt": "a", "input_extra": [{"text": "x" * task_builder.RESOLVED_KEY_MAX}]}
+    small = {"prompt": "a", "input_extra": [{"text": "x"}]}
+    for _ in range(2):
+        builder.make_tasks(large)
+        builder.make_tasks(small)
+    assert len(calls) == 3  # the large fields each time, the small ones once

@@ -34,8 +34,11 @@ if TYPE_CHECKING:
 __all__ = ["TaskBuilder", "TaskLimits"]
 
 # distinct request settings whose resolved parameters are kept (a client sends the same ones again
-# and again: validating and resolving them costs more than tokenizing a short prompt)
+# and again: validating and resolving them costs more than tokenizing a short prompt), and the
+# longest such settings as JSON: fields longer than that carry content (infill's files, a large
+# schema) that would be kept with them
 RESOLVED_KEPT = 64
+RESOLVED_KEY_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,13 @@ class TaskLimits:
 
 
 def _fields_key(data: dict[str, Any]) -> str | None:
-    """A request's fields but its prompt, as one string; None when they are not plain JSON."""
+    """A request's fields but its prompt, as one string; None when they are not plain JSON or
+    longer than ``RESOLVED_KEY_MAX``."""
     try:
-        return json.dumps({k: v for k, v in data.items() if k != "prompt"}, sort_keys=True, separators=(",", ":"))
+        key = json.dumps({k: v for k, v in data.items() if k != "prompt"}, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
         return None
+    return key if len(key) <= RESOLVED_KEY_MAX else None
 
 
 class TaskBuilder:
