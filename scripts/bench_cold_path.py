@@ -3,8 +3,9 @@
 
 ``trace_first_token.py`` times each step of a request on a live server; the same steps timed in a
 loop take a fraction of that. This script shows why, in one process with no server and no other
-thread: it builds a request's tasks (``TaskBuilder.make_tasks``: validate, resolve, tokenize; the
-event loop's first step) back to back, and then after a pause of ``--pause-ms`` (sleeping, or
+thread: it builds a request's tasks (``TaskBuilder.make_tasks``, the event loop's first step; the
+settings are the same each time, so after the first call they are a kept copy and the prompt is
+tokenized) back to back, and then after a pause of ``--pause-ms`` (sleeping, or
 spinning in Python), three times in a row after each pause. Between a client's requests a server's
 threads wait for milliseconds; what the CPU held of their code and data is then gone (on this VM
 even a spinning pause loses it), and the first run after the pause pays for it.
