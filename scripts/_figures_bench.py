@@ -4,6 +4,7 @@ per result file, each row of it; the medians and ratios are the ones the main mo
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from typing import Any
 
 
@@ -198,6 +199,7 @@ def profile_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+ROUND_KEYS = ("tokens_per_s", "warm_ttft_p50_ms")  # the ones the host-cost targets are about
 HOST_KEYS = ("tokens_per_s", "ttft_p50_ms", "warm_ttft_p50_ms", "itl_p50_ms", "itl_p99_ms", "latency_p50_ms", "cold_ms")
 
 
@@ -235,6 +237,8 @@ def bench_host_cost(result: dict[str, Any]) -> str:
             if "warm_ttft_p50_ms" in keys
             else ""
         )
+        + "; *by round*: the median (lowest–highest) of each round's own ratio, its two servers run back "
+        "to back, which leaves out this machine's drift between rounds"
         + (f"; *before* is ours at `{before}` ÷ llama-server, in the same run" if before else "")
         + (
             " (– where it answered nothing: that commit's chat routes call a function of the common shim "
@@ -246,12 +250,14 @@ def bench_host_cost(result: dict[str, Any]) -> str:
         "| model | endpoint | streamed | clients | "
         + " | ".join(HOST_LABELS[k] for k in keys)
         + " |"
+        + "".join(f" {HOST_LABELS[k]} by round |" for k in ROUND_KEYS)
         + (f" tokens/s before | {HOST_LABELS[ttft]} before |" if before else ""),
-        "|---|---|---|---|" + "---|" * len(keys) + ("---|---|" if before else ""),
+        "|---|---|---|---|" + "---|" * (len(keys) + len(ROUND_KEYS)) + ("---|---|" if before else ""),
     ]
     for r in result["ratios"]:
         cells = [r["model"], f"`{r['endpoint']}`", "yes" if r["stream"] else "no", str(r["clients"])]
         cells += [_fmt_ratio(r["ours"].get(k)) for k in keys]
+        cells += [_fmt_rounds(r.get("by_round", {}).get(k, [])) for k in ROUND_KEYS]
         if before:
             cells += [_fmt_ratio(r["before"].get(k)) for k in ("tokens_per_s", ttft)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -279,8 +285,22 @@ def host_cost_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         theirs = medians.get((*key, "llama-server"), {})
         row = dict(zip(by[:-1], key, strict=True))
         ours, before = medians.get((*key, "ours"), {}), medians.get((*key, "ours-before"), {})
-        out.append({**row, "ours": over(ours, theirs), "before": over(before, theirs)})
+        mine_rows, their_rows = groups.get((*key, "ours"), []), groups.get((*key, "llama-server"), [])
+        by_round = {k: _round_ratios(mine_rows, their_rows, k) for k in ROUND_KEYS}
+        out.append({**row, "ours": over(ours, theirs), "before": over(before, theirs), "by_round": by_round})
     return out
+
+
+def _round_ratios(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: str) -> list[float]:
+    """Ours ÷ llama-server's ``key`` within each round (the two ran back to back), sorted: their
+    median does without the drift of this machine between rounds that a ratio of medians keeps."""
+    by_round = defaultdict(lambda: None, {r["round"]: r.get(key) for r in theirs if r["tokens"]})
+    pairs = (ratio(r[key], by_round[r["round"]]) for r in ours if r["tokens"] and r.get(key))
+    return sorted(x for x in pairs if x is not None)
+
+
+def _fmt_rounds(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({values[0]:.2f}–{values[-1]:.2f})" if values else "–"
 
 
 FAIR_SHARE_KEYS = ("bob_ttft_ms", "bob_done_ms", "alice_tokens_per_s", "alice_last_done_ms")
