@@ -42,11 +42,15 @@ from bench_serving import fresh_server, stop_server  # noqa: E402
 MILESTONES = [
     ("arrived", "recv", "start"),
     ("request read and routed: its tasks begin", "make_tasks", "start"),
-    ("tasks built (validated, tokenized)", "make_tasks", "end"),
+    ("settings validated and resolved (or a kept copy)", "tokenize", "start"),
+    ("prompt tokenized", "tokenize", "end"),
+    ("tasks built", "make_tasks", "end"),
     ("posting called", "submit", "start"),
     ("tasks posted to the queue", "submit", "end"),
     ("loop thread took the task", "on_task", "start"),
-    ("task started on the loop thread", "on_task", "end"),
+    ("slot chosen", "choose_slot", "end"),
+    ("prompt cache updated (the slot's old prompt saved, a better one looked for)", "swap_cached_prompt", "end"),
+    ("task started on the loop thread (sampler reset, slot set)", "on_task", "end"),
     ("prompt's decode called", "decode", "start"),
     ("prompt's decode returned (first token sampled)", "decode", "end"),
     ("first token accepted (stop checks, its result)", "accept", "end"),
@@ -62,7 +66,7 @@ def install_tracer(path: str) -> None:
     from uvicorn.protocols.http import httptools_impl
 
     from pyllama_yield.api import bridge
-    from pyllama_yield.server import async_reader, batching, context, emitter, outputs
+    from pyllama_yield.server import async_reader, batching, context, emitter, outputs, slot_start, task_builder
 
     events: list[tuple[int, int, str, str]] = []  # (ns, thread, label, start|end)
     clock = time.perf_counter_ns
@@ -100,8 +104,11 @@ def install_tracer(path: str) -> None:
     body = lambda _cycle, message: message.get("type") == "http.response.body"  # noqa: E731
     wrap(httptools_impl.RequestResponseCycle, "send", "send_body", only=body)
     wrap(bridge.Bridge, "make_tasks", "make_tasks")
+    wrap(task_builder.TaskBuilder, "tokenize", "tokenize")
     wrap(bridge.Bridge, "submit", "submit")
     wrap(context.ServerContext, "_on_task", "on_task")
+    wrap(slot_start, "choose_slot", "choose_slot")  # module functions, looked up there at each call
+    wrap(slot_start, "swap_cached_prompt", "swap_cached_prompt")
     wrap(batching.BatchStep, "_decode", "decode")
     wrap(outputs.DecodeOutputs, "accept", "accept")
     wrap(emitter.SlotEmitter, "flush", "flush")
