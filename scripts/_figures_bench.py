@@ -4,11 +4,10 @@ per result file, each row of it; the medians and ratios are the ones the main mo
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from typing import Any
 
 
-def ratio(a: float, b: float) -> float | None:
+def ratio(a: float, b: float | None) -> float | None:
     return a / b if b else None
 
 
@@ -294,8 +293,8 @@ def host_cost_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _round_ratios(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: str) -> list[float]:
     """Ours ÷ llama-server's ``key`` within each round (the two ran back to back), sorted: their
     median does without the drift of this machine between rounds that a ratio of medians keeps."""
-    by_round = defaultdict(lambda: None, {r["round"]: r.get(key) for r in theirs if r["tokens"]})
-    pairs = (ratio(r[key], by_round[r["round"]]) for r in ours if r["tokens"] and r.get(key))
+    by_round = {r["round"]: r.get(key) for r in theirs if r["tokens"]}
+    pairs = (ratio(r[key], by_round.get(r["round"])) for r in ours if r["tokens"] and r.get(key))
     return sorted(x for x in pairs if x is not None)
 
 
