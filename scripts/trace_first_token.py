@@ -49,6 +49,8 @@ MILESTONES = [
     ("tasks posted to the queue", "submit", "end"),
     ("loop thread took the task", "on_task", "start"),
     ("slot chosen", "choose_slot", "end"),
+    # every request here updates the prompt cache (one slot, distinct prompts keep little of it); a request
+    # that misses a milestone leaves the timeline, which requests_traced would show
     ("prompt cache updated (the slot's old prompt saved, a better one looked for)", "swap_cached_prompt", "end"),
     ("task started on the loop thread (sampler reset, slot set)", "on_task", "end"),
     ("prompt's decode called", "decode", "start"),
