@@ -27,19 +27,18 @@ from _figures_bench import (  # noqa: E402
     FAIR_SHARE_KEYS,
     bench_decode,
     bench_fair_share,
-    bench_host_cost,
     bench_llama_api,
     bench_many,
     bench_rpc,
     bench_serving,
     bench_webui,
-    host_cost_ratios,
     profile_host_cost,
     profile_medians,
     ratio,
     trace_first_token,
 )
 from _figures_builds import bench_builds, suite_counts, upstream_server_tests, wheel_builds, wheel_checks  # noqa: E402
+from _figures_host import bench_host_cost, host_cost_ratios  # noqa: E402
 
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "upstream_server_tests": upstream_server_tests,

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The host cost at GPU speed, measured in pairs: ours and llama-server running side by side (both
+started fresh for each session, one idle while the other serves), a load on one, then the same load
+on the other, so that each ratio compares two measurements seconds apart.
+
+On this machine a server's tokens/s moves in two ways, each by more than the margins the targets
+ask about (0.95 of llama-server's tokens/s, 1.1× its time to first token): with time, for every
+process at once (within a minute), and from one start of a process to the next (the same binary,
+the same model: a fresh start may decode 15 % faster or slower than the last, and keeps that speed;
+why was not found). ``bench_host_cost.py``'s rounds, a fresh server each a minute
+apart, see both. Here a pair sees neither drift, and the sessions sample the starts: the median of
+the pair ratios over many sessions says which server is faster and by how much, the spread beside it.
+
+For each model, mode and session: the servers start (the order rotating by session), then
+``--pairs`` times, in an order that alternates from pair to pair, each server gets the load of
+``bench_host_cost.load`` (N clients of ``--n-predict`` greedy tokens, EOS ignored, no prompt
+cache) and, streamed, ``--warm-waves`` waves of requests of ``--burst-tokens`` tokens for the warm
+time to first token. Writes every load to ``benchmarks/bench_host_cost_paired.json`` (``--out``);
+the ratios are printed and recomputed from the rows by ``scripts/readme_figures.py``.
+
+    scripts/bench_host_cost_paired.py --llama-server build/llama-server/bin/llama-server
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+from _bench import bench_model, git_commit, write_json  # noqa: E402
+from _figures_host import paired_ratios  # noqa: E402
+from bench_host_cost import MODELS, load  # noqa: E402
+from bench_serving import fresh_server, stop_server  # noqa: E402
+
+
+def one_pair(
+    ports: dict[str, int], order: list[str], endpoint: str, n: int, stream: bool, a: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    """Each server in ``order``: the load, then the warm waves; a row of figures per server."""
+    out = {}
+    for name in order:
+        got = load(ports[name], endpoint, n, a.n_predict, stream)
+        got.pop("ttfts_ns")
+        waves = [load(ports[name], endpoint, n, a.burst_tokens, True) for _ in range(a.warm_waves if stream else 0)]
+        warm = [t for w in waves for t in w["ttfts_ns"]]
+        out[name] = {**got, "warm_ttft_p50_ms": statistics.median(warm) / 1e6 if warm else None}
+    return out
+
+
+def session(
+    servers: dict[str, tuple[list[str], Path]], flags: list[str], endpoint: str, n: int, stream: bool, s: int,
+    a: argparse.Namespace,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Fresh servers, then ``--pairs`` pairs of loads: the session's rows."""
+    names = list(servers)
+    started = names[s % len(names) :] + names[: s % len(names)]
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    ports: dict[str, int] = {}
+    rows = []
+    try:
+        for name in started:
+            cmd, tree = servers[name]
+            procs[name], ports[name] = fresh_server(cmd, flags, cwd=tree)
+        for p in range(a.pairs):
+            order = started if p % 2 == 0 else started[::-1]
+            for name, got in one_pair(ports, order, endpoint, n, stream, a).items():
+                rows.append({"server": name, "session": s, "pair": p, "first": name == order[0], **got})
+    finally:
+        for proc in procs.values():
+            stop_server(proc)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="2x64,4x256", help=f"of {', '.join(MODELS)}")
+    ap.add_argument("--clients", default="1")
+    ap.add_argument("--endpoints", default="completion")
+    ap.add_argument("--modes", default="stream,plain", help="stream and/or plain (not streamed)")
+    ap.add_argument("--n-predict", type=int, default=400)
+    ap.add_argument("--burst-tokens", type=int, default=16, help="tokens of each warm-wave request")
+    ap.add_argument("--warm-waves", type=int, default=10, help="waves of short requests per load, streamed")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--sessions", type=int, default=8, help="fresh starts of the servers per configuration")
+    ap.add_argument("--pairs", type=int, default=3, help="pairs of loads per session")
+    ap.add_argument("--llama-server", type=Path, required=True, help="llama.cpp's llama-server")
+    ap.add_argument("--ours", default=f"{sys.executable} -m pyllama_yield serve", help="our server's command")
+    ap.add_argument("--ours-tree", type=Path, default=REPO, help="the checkout our server runs from")
+    ap.add_argument("--before-tree", type=Path, help="a checkout at an earlier commit: a third peer, 'ours-before'")
+    ap.add_argument("--before-cmd", help="the third peer's command (default: --ours)")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "bench_host_cost_paired.json")
+    a = ap.parse_args()
+    llama_server = [str(a.llama_server.resolve()), "--no-webui"]
+    servers = {"ours": (a.ours.split(), a.ours_tree), "llama-server": (llama_server, REPO)}
+    if a.before_tree:
+        servers["ours-before"] = ((a.before_cmd or a.ours).split(), a.before_tree)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in a.models.split(","):
+            path = bench_model(Path(tmp), f"{model}.gguf", n_ctx=4096, **MODELS[model])
+            for n in [int(x) for x in a.clients.split(",")]:
+                flags = ["-m", str(path), "-t", str(a.threads), "-np", str(n), "-c", str(n * 1024)]
+                for endpoint in a.endpoints.split(","):
+                    for mode in a.modes.split(","):
+                        config = {"model": model, "endpoint": endpoint, "stream": mode == "stream", "clients": n}
+                        for s in range(a.sessions):
+                            for row in session(servers, flags, endpoint, n, mode == "stream", s, a):
+                                rows.append({**config, **row})
+                                print(json.dumps(rows[-1]), flush=True)
+    for r in paired_ratios(rows):
+        print(json.dumps(r))
+    flags_used = {k: str(v) for k, v in vars(a).items() if k != "out"}
+    result: dict[str, Any] = {"commit": git_commit(a.ours_tree), "flags": flags_used, "rows": rows}
+    if a.before_tree:
+        result["before_commit"] = git_commit(a.before_tree)
+    write_json("bench_host_cost_paired", result, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
