@@ -105,6 +105,7 @@ def _server_extra_missing() -> str | None:
     """Why ``serve`` cannot run here (its extra is not installed), or None."""
     try:
         import httpx  # noqa: F401
+        import orjson  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
         return f"serve needs the server extra: pip install 'pyllama-yield[server]' ({exc})"

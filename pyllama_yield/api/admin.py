@@ -9,7 +9,7 @@ from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, Response
 
 from .. import __version__
 from ..queue import TaskType
@@ -17,6 +17,7 @@ from ..server.params import LoraScale
 from ..server.results import SlotErased, SlotFileDone
 from .app_state import AppState, json_body, json_value
 from .errors import ApiError
+from .json_out import JSONResponse
 
 WEBUI = Path(__file__).resolve().parent.parent / "webui"  # the chat page, shipped in the package
 

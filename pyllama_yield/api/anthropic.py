@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..queue import Result
 from ..server.chat_message import ChatChoices, MessageDelta
@@ -20,6 +20,7 @@ from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
 from .chat import answer_with_events, chat_tasks, count_chat_tokens
 from .errors import ApiError
+from .json_out import JSONResponse
 from .openai import answer_head
 
 

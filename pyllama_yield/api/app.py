@@ -138,6 +138,18 @@ ROUTES: list[tuple[str, Handler, list[str], bool]] = [
 ]
 
 
+# Starlette tries the routes in order, a regular expression each: the ones most requests take go
+# first (in ROUTES' order, /completion came after 16 others and /v1/chat/completions after 28: 11 and
+# 29 us per request here, hot; 1 and 4 us first)
+MATCHED_FIRST: tuple[str, ...] = ("/completion", "/v1/chat/completions", "/chat/completions", "/v1/completions")
+MATCHED_FIRST += ("/completions", "/health", "/v1/health", "/metrics", "/v1/messages", "/v1/responses", "/responses")
+
+
+def _match_order(route: tuple[str, Handler, list[str], bool]) -> int:
+    """Where a route of ``ROUTES`` goes in the router (a stable sort: one path's methods keep their order)."""
+    return MATCHED_FIRST.index(route[0]) if route[0] in MATCHED_FIRST else len(MATCHED_FIRST)
+
+
 @contextlib.asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     await _import_what_a_stream_needs()
@@ -172,7 +184,7 @@ def build_app(
     state.tools = tools
     routes: list[BaseRoute] = [
         Route(path, _endpoint(fn, public, (path, methods[0]) not in STAY_ASLEEP), methods=methods)
-        for path, fn, methods, public in ROUTES
+        for path, fn, methods, public in sorted(ROUTES, key=_match_order)
     ]
     if gcp.enabled():  # Vertex AI's prediction protocol over the POST routes (and its health path)
         posts = {path: _endpoint(fn, public) for path, fn, methods, public in ROUTES if methods == ["POST"]}

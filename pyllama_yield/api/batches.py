@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..batch import BatchRunner
 from ..batch.lines import ENDPOINTS, read_input
@@ -20,6 +20,7 @@ from ..batch.store import FileRecord
 from .app_state import json_body
 from .auth import request_key
 from .errors import ApiError
+from .json_out import JSONResponse
 from .schemas import BatchCreateRequest, parse
 
 __all__ = ["ROUTES"]

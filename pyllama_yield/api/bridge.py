@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import math
 import sys
 import threading
@@ -33,6 +32,7 @@ from ..settings.keys import ApiKey
 from .auth import request_key
 from .errors import ApiError, error_json, failure_error, result_error
 from .event_stream import EventStream
+from .json_out import dumps
 
 __all__ = ["Bridge", "named_event_sse", "sse"]
 
@@ -42,18 +42,13 @@ R = TypeVar("R", bound=Indexed)
 INLINE_BODY_BYTES = 1024  # a request body up to this size is tokenized on the event loop
 
 
-# compact, as llama-server writes its events (ASCII-escaped: a lone surrogate a client sent cannot
-# break the UTF-8 stream)
-_to_json = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def sse(item: Any) -> str:
-    return f"data: {item if isinstance(item, str) else _to_json(item)}\n\n"
+    return f"data: {item if isinstance(item, str) else dumps(item)}\n\n"
 
 
 def named_event_sse(item: dict[str, Any]) -> str:
     """An SSE event with a name (Anthropic's and OpenAI Responses' streams): ``{"event", "data"}``."""
-    return f"event: {item['event']}\ndata: {_to_json(item['data'])}\n\n"
+    return f"event: {item['event']}\ndata: {dumps(item['data'])}\n\n"
 
 
 class DisconnectWatch:

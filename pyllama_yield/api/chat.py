@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..queue import Result
 from ..server import CompletionTask
@@ -16,6 +16,7 @@ from ..server.chat_request import ChatPlan
 from ..server.results import CompletionFinal, completion_step, usage
 from .app_state import AppState, json_body
 from .bridge import named_event_sse
+from .json_out import JSONResponse
 from .openai import answer, answer_head, logprobs, whole_answer
 
 

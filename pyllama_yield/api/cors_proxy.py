@@ -14,10 +14,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from .app_state import AppState, read_body
 from .errors import ApiError
+from .json_out import JSONResponse
 
 __all__ = ["cors_proxy", "feature_disabled"]
 

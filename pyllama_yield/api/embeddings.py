@@ -7,12 +7,13 @@ import struct
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..server.media import content_prompts
 from ..server.results import EmbeddingVectors, RerankScore
 from .app_state import AppState, json_body
 from .errors import ApiError
+from .json_out import JSONResponse
 from .schemas import EmbeddingRequest, RerankRequest, parse
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.responses import JSONResponse
-
 from ..queue import Result
 from ..server.errors import EngineFailure, ErrorKind
 from ..server.results import expect
+from .json_out import JSONResponse
 
 __all__ = ["ApiError", "error_json", "error_response", "failure_error", "result_error"]
 

@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import Message
 
 from .app_state import json_value
 from .errors import ApiError, error_json
+from .json_out import JSONResponse
 
 MAX_INSTANCES = 128
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response
 
 from ..queue import Result
 from ..server.probs import valid_utf8
@@ -13,6 +13,7 @@ from ..server.results import CompletionFinal, CompletionResult, completion_step
 from .app_state import AppState, json_body
 from .errors import ApiError
 from .http_server import CasedName
+from .json_out import JSONResponse
 from .prometheus import prometheus_text
 from .schemas import DetokenizeRequest, TokenizeRequest, parse
 

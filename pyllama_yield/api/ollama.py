@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from .. import __version__
 from ..queue import Result
@@ -22,6 +22,7 @@ from ..server.results import CompletionFinal, completion_step
 from .app_state import AppState, json_body
 from .chat import chat_tasks
 from .errors import ApiError
+from .json_out import JSONResponse
 from .ollama_embed import embed, embeddings
 from .ollama_request import (
     OllamaChatRequest,

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..server.results import EmbeddingVectors
 from .app_state import AppState
 from .errors import ApiError
+from .json_out import JSONResponse
 from .ollama_request import model_name, ollama_errors, read_request
 
 __all__ = ["embed", "embeddings"]

@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..server.params import validation_message
 from .app_state import AppState, json_body
 from .errors import ApiError
+from .json_out import JSONResponse
 
 __all__ = [
     "OllamaChatRequest",

@@ -12,12 +12,13 @@ import uuid
 from typing import Any, Protocol
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..queue import Result
 from ..server import CompletionTask
 from ..server.results import CompletionFinal, CompletionResult, PromptProgress, completion_step, usage
 from .app_state import AppState, json_body
+from .json_out import JSONResponse
 from .protocol import completion_to_llama
 
 

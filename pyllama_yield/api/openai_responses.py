@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..queue import Result
 from ..server.chat_message import ChatChoices, MessageDelta, ParsedMessage, ToolCall, new_id
@@ -22,6 +22,7 @@ from ..server.results import CompletionFinal, PromptProgress, completion_step
 from .app_state import AppState, json_body
 from .chat import answer_with_events, chat_tasks, count_chat_tokens
 from .errors import ApiError
+from .json_out import JSONResponse
 
 __all__ = ["count_tokens", "responses", "responses_to_chat"]
 

@@ -12,9 +12,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from .. import __version__
+from .json_out import JSONResponse
 from .schemas import REQUEST_MODELS
 
 __all__ = ["openapi_document"]

@@ -10,10 +10,11 @@ import json
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from .app_state import AppState, read_body
 from .errors import ApiError
+from .json_out import JSONResponse
 from .resumable import OffsetLost, StreamSessions
 
 __all__ = ["delete_stream", "get_stream", "lookup_streams"]

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from ..settings import ServerSettings
 from ..tools import ServerTools, Tool, ToolArgumentError, ToolError, UnknownToolError
@@ -28,6 +28,7 @@ from .app_state import json_value
 from .bridge import DisconnectWatch, sse
 from .cors_proxy import feature_disabled
 from .errors import ApiError
+from .json_out import JSONResponse
 
 __all__ = ["ToolsHost", "get_tools", "post_tools"]
 
