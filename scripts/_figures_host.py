@@ -153,14 +153,14 @@ def bench_host_cost_paired(result: dict[str, Any]) -> str:
     f = result["flags"]
     before = result.get("before_commit")
     lines = [
-        f"Ours and llama-server side by side on the models above, one load on one, then the same on the other, "
-        f"the order alternating: {f['sessions']} fresh starts of both × {f['pairs']} pairs of loads per row "
-        f"(`benchmarks/bench_host_cost_paired.json`, commit `{result.get('commit', '?')}`"
-        + (f"; *before*: ours at `{before}` in the same pairs" if before else "")
-        + f"). A load is {f['clients']} client(s) asking for {f['n_predict']} greedy tokens (EOS ignored); "
-        f"streamed, {f['warm_waves']} waves of {f['burst_tokens']}-token requests follow it for the warm time to "
-        "first token. Each pair's ratio is ours ÷ llama-server's load next to it: median (quartiles), "
-        "lowest–highest.",
+        "Ours and llama-server up side by side on the models above"
+        + (f", and ours at `{before}`" if before else "")
+        + f", each given the same load in turn, the order reversed from one turn to the next: {f['sessions']} "
+        f"fresh starts of all × {f['pairs']} turns per row (`benchmarks/bench_host_cost_paired.json`, commit "
+        f"`{result.get('commit', '?')}`). A load is {f['clients']} client{'' if f['clients'] == '1' else 's'} "
+        f"asking for {f['n_predict']} greedy tokens (EOS ignored); streamed, {f['warm_waves']} waves of "
+        f"{f['burst_tokens']}-token requests follow it for the warm time to first token. Each turn's ratio is "
+        "a peer's load ÷ llama-server's in the same turn: median (quartiles), lowest–highest.",
         "",
         "| model | streamed | peer | pairs | tokens/s | lowest–highest | TTFT warm p50 | lowest–highest |",
         "|---|---|---|---|---|---|---|---|",

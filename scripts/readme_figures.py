@@ -38,7 +38,7 @@ from _figures_bench import (  # noqa: E402
     trace_first_token,
 )
 from _figures_builds import bench_builds, suite_counts, upstream_server_tests, wheel_builds, wheel_checks  # noqa: E402
-from _figures_host import bench_host_cost, host_cost_ratios  # noqa: E402
+from _figures_host import bench_host_cost, bench_host_cost_paired, host_cost_ratios, paired_ratios  # noqa: E402
 
 TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "upstream_server_tests": upstream_server_tests,
@@ -50,6 +50,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench_webui": bench_webui,
     "bench_rpc": bench_rpc,
     "bench_host_cost": bench_host_cost,
+    "bench_host_cost_paired": bench_host_cost_paired,
     "bench_decode": bench_decode,
     "profile_host_cost": profile_host_cost,
     "trace_first_token": trace_first_token,
@@ -97,6 +98,8 @@ def _summaries(name: str, result: dict[str, Any]) -> dict[str, Any]:
         return {"medians": medians, "ratios": per_n}
     if name == "bench_host_cost":
         return {"ratios": host_cost_ratios(result["rows"])}
+    if name == "bench_host_cost_paired":
+        return {"paired": paired_ratios(result["rows"])}
     if name == "bench_many":
         medians = _median_rows(result["rows"], ("peer",), ("tokens_per_s",))
         order = {"ours": 0, "llama-batched-bench": 1}
