@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,52 +168,76 @@ def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+Peers = dict[str, tuple[list[str], Path]]  # name -> (command, the checkout it runs from)
+
+
+def add_arguments(ap: argparse.ArgumentParser, out_name: str, **defaults: Any) -> None:
+    """The options of both host-cost benchmarks: what to load the servers with, and the peers.
+    ``defaults`` overrides a default by its option's name (``clients``, ``endpoints``, ``warm_waves``)."""
+    d = {"clients": "1,4,16", "endpoints": "completion,chat", "warm_waves": 20, **defaults}
     ap.add_argument("--models", default="2x64,4x256", help=f"of {', '.join(MODELS)}")
-    ap.add_argument("--clients", default="1,4,16")
-    ap.add_argument("--endpoints", default="completion,chat")
+    ap.add_argument("--clients", default=d["clients"])
+    ap.add_argument("--endpoints", default=d["endpoints"])
     ap.add_argument("--modes", default="stream,plain", help="stream and/or plain (not streamed)")
     ap.add_argument("--n-predict", type=int, default=400)
-    ap.add_argument("--burst-tokens", type=int, default=16, help="tokens of a fresh server's first request")
-    ap.add_argument("--warm-waves", type=int, default=20, help="waves of short requests for the warm TTFT")
+    ap.add_argument("--burst-tokens", type=int, default=16, help="tokens of a short request (cold, warm waves)")
+    ap.add_argument("--warm-waves", type=int, default=d["warm_waves"], help="waves of short requests for the warm TTFT")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--llama-server", type=Path, required=True, help="llama.cpp's llama-server")
     ap.add_argument("--ours", default=f"{sys.executable} -m pyllama_yield serve", help="our server's command")
     ap.add_argument("--ours-tree", type=Path, default=REPO, help="the checkout our server runs from")
     ap.add_argument("--before-tree", type=Path, help="a checkout at an earlier commit: a third peer, 'ours-before'")
     ap.add_argument("--before-cmd", help="the third peer's command (default: --ours)")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "bench_host_cost.json")
-    a = ap.parse_args()
-    ours = a.ours.split()
-    servers = {"ours": (ours, a.ours_tree), "llama-server": ([str(a.llama_server.resolve()), "--no-webui"], REPO)}
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / f"{out_name}.json")
+
+
+def peers(a: argparse.Namespace) -> Peers:
+    servers = {
+        "ours": (a.ours.split(), a.ours_tree),
+        "llama-server": ([str(a.llama_server.resolve()), "--no-webui"], REPO),
+    }
     if a.before_tree:
         servers["ours-before"] = ((a.before_cmd or a.ours).split(), a.before_tree)
-    rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for model in a.models.split(","):
-            path = bench_model(Path(tmp), f"{model}.gguf", n_ctx=4096, **MODELS[model])
-            for n in [int(x) for x in a.clients.split(",")]:
-                flags = ["-m", str(path), "-t", str(a.threads), "-np", str(n), "-c", str(n * 1024)]
-                for endpoint in a.endpoints.split(","):
-                    for mode in a.modes.split(","):
-                        for r in range(a.repeat):  # the servers take turns, the first rotating
-                            names = list(servers)[r % len(servers) :] + list(servers)[: r % len(servers)]
-                            for name in names:
-                                got = one_round(*servers[name], flags, endpoint, n, mode == "stream", a)
-                                row = {"server": name, "model": model, "endpoint": endpoint,
-                                       "stream": mode == "stream", "clients": n, "round": r, **got}  # fmt: skip
-                                rows.append(row)
-                                print(json.dumps(row), flush=True)
-    meds = medians(rows)
-    print_table(meds, ["model", "endpoint", "stream", "clients", "server", *KEYS])
+    return servers
 
+
+def configurations(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[dict[str, Any], list[str]]]:
+    """Each model × clients × endpoint × mode asked for: its rows' fields and the servers' flags."""
+    for model in a.models.split(","):
+        path = bench_model(tmp, f"{model}.gguf", n_ctx=4096, **MODELS[model])
+        for n in [int(x) for x in a.clients.split(",")]:
+            flags = ["-m", str(path), "-t", str(a.threads), "-np", str(n), "-c", str(n * 1024)]
+            for endpoint in a.endpoints.split(","):
+                for mode in a.modes.split(","):
+                    yield {"model": model, "endpoint": endpoint, "stream": mode == "stream", "clients": n}, flags
+
+
+def save(name: str, a: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """Every row with the commits and the flags it was measured with."""
     flags_used = {k: str(v) for k, v in vars(a).items() if k != "out"}
     result: dict[str, Any] = {"commit": git_commit(a.ours_tree), "flags": flags_used, "rows": rows}
     if a.before_tree:
         result["before_commit"] = git_commit(a.before_tree)
-    write_json("bench_host_cost", result, a.out)
+    write_json(name, result, a.out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap, "bench_host_cost")
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    servers = peers(a)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for config, flags in configurations(a, Path(tmp)):
+            for r in range(a.repeat):  # the servers take turns, the first rotating
+                names = list(servers)[r % len(servers) :] + list(servers)[: r % len(servers)]
+                for name in names:
+                    got = one_round(*servers[name], flags, config["endpoint"], config["clients"], config["stream"], a)
+                    rows.append({"server": name, **config, "round": r, **got})
+                    print(json.dumps(rows[-1]), flush=True)
+    print_table(medians(rows), ["model", "endpoint", "stream", "clients", "server", *KEYS])
+    save("bench_host_cost", a, rows)
     return 0
 
 

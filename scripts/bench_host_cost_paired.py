@@ -34,9 +34,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from _bench import bench_model, git_commit, write_json  # noqa: E402
 from _figures_host import paired_ratios  # noqa: E402
-from bench_host_cost import MODELS, load  # noqa: E402
+from bench_host_cost import Peers, add_arguments, configurations, load, peers, save  # noqa: E402
 from bench_serving import fresh_server, stop_server  # noqa: E402
 
 
@@ -55,7 +54,7 @@ def one_pair(
 
 
 def session(
-    servers: dict[str, tuple[list[str], Path]], flags: list[str], endpoint: str, n: int, stream: bool, s: int,
+    servers: Peers, flags: list[str], endpoint: str, n: int, stream: bool, s: int,
     a: argparse.Namespace,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Fresh servers, then ``--pairs`` pairs of loads: the session's rows."""
@@ -80,47 +79,21 @@ def session(
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="2x64,4x256", help=f"of {', '.join(MODELS)}")
-    ap.add_argument("--clients", default="1")
-    ap.add_argument("--endpoints", default="completion")
-    ap.add_argument("--modes", default="stream,plain", help="stream and/or plain (not streamed)")
-    ap.add_argument("--n-predict", type=int, default=400)
-    ap.add_argument("--burst-tokens", type=int, default=16, help="tokens of each warm-wave request")
-    ap.add_argument("--warm-waves", type=int, default=10, help="waves of short requests per load, streamed")
-    ap.add_argument("--threads", type=int, default=1)
+    add_arguments(ap, "bench_host_cost_paired", clients="1", endpoints="completion", warm_waves=10)
     ap.add_argument("--sessions", type=int, default=8, help="fresh starts of the servers per configuration")
     ap.add_argument("--pairs", type=int, default=3, help="pairs of loads per session")
-    ap.add_argument("--llama-server", type=Path, required=True, help="llama.cpp's llama-server")
-    ap.add_argument("--ours", default=f"{sys.executable} -m pyllama_yield serve", help="our server's command")
-    ap.add_argument("--ours-tree", type=Path, default=REPO, help="the checkout our server runs from")
-    ap.add_argument("--before-tree", type=Path, help="a checkout at an earlier commit: a third peer, 'ours-before'")
-    ap.add_argument("--before-cmd", help="the third peer's command (default: --ours)")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "bench_host_cost_paired.json")
     a = ap.parse_args()
-    llama_server = [str(a.llama_server.resolve()), "--no-webui"]
-    servers = {"ours": (a.ours.split(), a.ours_tree), "llama-server": (llama_server, REPO)}
-    if a.before_tree:
-        servers["ours-before"] = ((a.before_cmd or a.ours).split(), a.before_tree)
+    servers = peers(a)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for model in a.models.split(","):
-            path = bench_model(Path(tmp), f"{model}.gguf", n_ctx=4096, **MODELS[model])
-            for n in [int(x) for x in a.clients.split(",")]:
-                flags = ["-m", str(path), "-t", str(a.threads), "-np", str(n), "-c", str(n * 1024)]
-                for endpoint in a.endpoints.split(","):
-                    for mode in a.modes.split(","):
-                        config = {"model": model, "endpoint": endpoint, "stream": mode == "stream", "clients": n}
-                        for s in range(a.sessions):
-                            for row in session(servers, flags, endpoint, n, mode == "stream", s, a):
-                                rows.append({**config, **row})
-                                print(json.dumps(rows[-1]), flush=True)
+        for config, flags in configurations(a, Path(tmp)):
+            for s in range(a.sessions):
+                for row in session(servers, flags, config["endpoint"], config["clients"], config["stream"], s, a):
+                    rows.append({**config, **row})
+                    print(json.dumps(rows[-1]), flush=True)
     for r in paired_ratios(rows):
         print(json.dumps(r))
-    flags_used = {k: str(v) for k, v in vars(a).items() if k != "out"}
-    result: dict[str, Any] = {"commit": git_commit(a.ours_tree), "flags": flags_used, "rows": rows}
-    if a.before_tree:
-        result["before_commit"] = git_commit(a.before_tree)
-    write_json("bench_host_cost_paired", result, a.out)
+    save("bench_host_cost_paired", a, rows)
     return 0
 
 
