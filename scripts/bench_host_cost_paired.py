@@ -3,13 +3,12 @@
 started fresh for each session, one idle while the other serves), a load on one, then the same load
 on the other, so that each ratio compares two measurements seconds apart.
 
-On this machine a server's tokens/s moves in two ways, each by more than the margins the targets
-ask about (0.95 of llama-server's tokens/s, 1.1× its time to first token): with time, for every
-process at once (within a minute), and from one start of a process to the next (the same binary,
-the same model: a fresh start may decode 15 % faster or slower than the last, and keeps that speed;
-why was not found). ``bench_host_cost.py``'s rounds, a fresh server each a minute
-apart, see both. Here a pair sees neither drift, and the sessions sample the starts: the median of
-the pair ratios over many sessions says which server is faster and by how much, the spread beside it.
+On this machine a server's tokens/s moves by 10-40 % between loads a few seconds apart, in one
+process as between fresh starts: more than the margins the targets ask about (0.95 of
+llama-server's tokens/s, 1.1× its time to first token). A pair leaves out what moves every process
+at once; in the committed run that was little of it (the pair ratios' quartiles span about as much
+as either server's own loads), so the answer comes from the number of pairs: the median of many,
+over many fresh starts, with their spread beside it.
 
 For each model, mode and session: the servers start (the order rotating by session), then
 ``--pairs`` times, in an order that alternates from pair to pair, each server gets the load of
