@@ -1,8 +1,8 @@
-"""JSON as the server writes it: orjson (an event's JSON in a tenth of the json module's time, and
-at one token per event that is most of what rendering costs), compact and UTF-8 as llama-server
-writes it, NaN and infinities as null as nlohmann's JSON writes them. What orjson refuses (a lone
-surrogate a client sent, an integer beyond 64 bits) goes through the json module, ASCII-escaped, so
-it cannot break the UTF-8 of a stream."""
+"""JSON as the server writes it: orjson (an event's JSON in a tenth of the json module's time; a
+stream writes one per token), compact and UTF-8 as llama-server writes it, NaN and infinities as
+null as nlohmann's JSON writes them. What orjson refuses (a lone surrogate a client sent, an
+integer beyond 64 bits) goes through the json module, ASCII-escaped, so it cannot break the UTF-8 of
+a stream."""
 
 from __future__ import annotations
 
