@@ -4,6 +4,7 @@ against llama-server on the models that decode at GPU speed here."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from _figures_bench import ratio
@@ -100,11 +101,18 @@ def host_cost_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _round_ratios(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: str) -> list[float]:
-    """Ours ÷ llama-server's ``key`` within each round (the two ran back to back), sorted: their
-    median does without the drift of this machine between rounds that a ratio of medians keeps."""
-    by_round = {r["round"]: r.get(key) for r in theirs if r["tokens"]}
-    pairs = (ratio(r[key], by_round.get(r["round"])) for r in ours if r["tokens"] and r.get(key))
+def _round(row: dict[str, Any]) -> int:
+    return row["round"]
+
+
+def _round_ratios(
+    ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: str, turn: Callable[[dict[str, Any]], Any] = _round
+) -> list[float]:
+    """Ours ÷ llama-server's ``key`` within each round, or each ``turn`` (the two ran back to back),
+    sorted: their median does without the drift of this machine between rounds that a ratio of
+    medians keeps."""
+    by_turn = {turn(r): r.get(key) for r in theirs if r["tokens"]}
+    pairs = (ratio(r[key], by_turn.get(turn(r))) for r in ours if r["tokens"] and r.get(key))
     return sorted(x for x in pairs if x is not None)
 
 
@@ -119,26 +127,23 @@ def paired_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per configuration and peer (ours, ours-before): each pair's ratio to llama-server's load in
     the same pair, as median and quartiles over the pairs."""
     by = ("model", "endpoint", "stream", "clients")
-    loads: dict[tuple[Any, ...], dict[str, Any]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        loads[(*(r[k] for k in by), r["session"], r["pair"], r["server"])] = r
+        groups.setdefault((*(r[k] for k in by), r["server"]), []).append(r)
     out = []
     for config in dict.fromkeys(tuple(r[k] for k in by) for r in rows):
+        theirs = groups.get((*config, "llama-server"), [])
         for peer in dict.fromkeys(r["server"] for r in rows if r["server"] != "llama-server"):
-            mine = [r for r in rows if tuple(r[k] for k in by) == config and r["server"] == peer]
+            mine = groups.get((*config, peer), [])
             summary: dict[str, Any] = {**dict(zip(by, config, strict=True)), "peer": peer, "pairs": len(mine)}
             for key in PAIRED_KEYS:
-                theirs = (loads.get((*config, r["session"], r["pair"], "llama-server"), {}) for r in mine)
-                values = sorted(x for r, t in zip(mine, theirs, strict=True) if (x := _pair_ratio(r, t, key)))
-                summary[key] = _spread(values)
+                summary[key] = _spread(_round_ratios(mine, theirs, key, turn=_pair))
             out.append(summary)
     return out
 
 
-def _pair_ratio(mine: dict[str, Any], theirs: dict[str, Any], key: str) -> float | None:
-    if not mine.get("tokens") or not theirs.get("tokens") or mine.get(key) is None:
-        return None
-    return ratio(mine[key], theirs.get(key))
+def _pair(row: dict[str, Any]) -> tuple[int, int]:
+    return row["session"], row["pair"]
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:
